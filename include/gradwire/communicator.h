@@ -1,0 +1,80 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradwire/options.h"
+#include "gradwire/types.h"
+#include "gradwire/work.h"
+
+namespace gradwire {
+
+class CommunicatorImpl;
+
+// A Communicator owns a set of ranks and runs collectives among them.
+//
+// Collectives are asynchronous: each call validates its arguments on the
+// calling thread (throwing InvalidArgument at once), enqueues the collective
+// and returns a Work. An engine thread per communicator runs them strictly in
+// submission order, so every rank must submit the same collectives in the
+// same order (as with MPI and NCCL). Buffers must stay valid and untouched
+// until the Work completes. Calls are thread-safe: the submission order is
+// the order in which calls return.
+//
+// "In place" means what it means in NCCL: for allreduce and broadcast
+// send == recv; for reduce_scatter recv points at this rank's shard inside
+// send; for allgather send points at this rank's shard inside recv; for
+// alltoall send == recv.
+class Communicator {
+ public:
+  // Joins the job described by the environment: Open MPI's mpirun
+  // (OMPI_COMM_WORLD_*), the torchrun convention (RANK, WORLD_SIZE,
+  // MASTER_ADDR, MASTER_PORT) or a file store (GRADWIRE_STORE_DIR with RANK
+  // and WORLD_SIZE). Collective over all ranks; fails with a clear error
+  // naming the variable or the rank it waited for.
+  static std::unique_ptr<Communicator> create(const Options& options = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  // The libfabric provider in use, e.g. "shm" or "tcp;ofi_rxm".
+  std::string provider() const;
+  const Options& options() const;
+
+  // A sub-communicator of the listed ranks (ranks of this communicator, in
+  // the new rank order), like torch.distributed.new_group. Collective over
+  // every rank of this communicator, each passing the same list; returns
+  // nullptr on ranks that are not members. Different lists: Mismatch.
+  std::unique_ptr<Communicator> split(const std::vector<int>& ranks);
+
+  // recv[i] = op over ranks of send[i], i < count.
+  Work allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  // send holds `count` elements; recv receives shard_count(count, size, rank)
+  // elements: the reduction of elements [shard_offset, +shard_count).
+  Work reduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  // send holds shard_count(count, size, rank) elements; recv receives all
+  // `count` elements, rank r's shard at shard_offset(count, size, r).
+  Work allgather(const void* send, void* recv, size_t count, DataType dtype);
+  // recv (on every rank) = send of `root`; send is read only on root.
+  Work broadcast(const void* send, void* recv, size_t count, DataType dtype, int root);
+  // send and recv hold size() blocks of `count_per_rank` elements; block j
+  // of send goes to rank j, block i of recv comes from rank i.
+  Work alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype);
+  Work barrier();
+
+  // Fails every pending and future collective with Aborted and cancels every
+  // outstanding transfer, so no user buffer is written after it returns.
+  void abort(const std::string& reason);
+
+ private:
+  explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
+  std::unique_ptr<CommunicatorImpl> impl_;
+};
+
+}  // namespace gradwire

@@ -1,0 +1,11 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The public API of gradwire. No libfabric, NCCL, MPI or torch type appears
+// in any public header.
+#pragma once
+
+#include "gradwire/communicator.h"
+#include "gradwire/error.h"
+#include "gradwire/options.h"
+#include "gradwire/types.h"
+#include "gradwire/version.h"
+#include "gradwire/work.h"

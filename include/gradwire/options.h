@@ -1,0 +1,42 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace gradwire {
+
+// Explicit options first; GRADWIRE_* environment variables override them
+// (see Options::from_env and docs in README.md). Every field is validated
+// when a Communicator is created.
+struct Options {
+  // Deadline of every collective and bootstrap step (GRADWIRE_TIMEOUT_S).
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // libfabric provider: "" = automatic (shm on one host, tcp;ofi_rxm
+  // otherwise), or a name fi_info lists, e.g. "efa", "shm", "tcp;ofi_rxm"
+  // (GRADWIRE_OFI_PROVIDER).
+  std::string provider;
+  // Network interface for tcp providers: "" = loopback when every rank is on
+  // one host, else the provider's first choice (GRADWIRE_OFI_IFACE).
+  std::string iface;
+  // Messages up to this many bytes use the latency-optimal algorithms
+  // (GRADWIRE_SMALL_MSG_BYTES).
+  size_t small_message_bytes = 64 * 1024;
+  // Ring pipelining granularity (GRADWIRE_SEGMENT_BYTES).
+  size_t segment_bytes = 1 << 20;
+  // Register every buffer with the provider even when its mr_mode does not
+  // require it (GRADWIRE_OFI_REGISTER=always|auto). "always" exercises the
+  // registration path that EFA needs on providers that do not.
+  bool always_register = false;
+  // spdlog level: trace, debug, info, warn, error, off (GRADWIRE_LOG_LEVEL).
+  std::string log_level = "warn";
+
+  // Returns *this with GRADWIRE_* overrides applied. Throws InvalidArgument
+  // naming the variable for a malformed value or an unknown GRADWIRE_ name.
+  Options with_env_overrides() const;
+  // Throws InvalidArgument naming the field if a value can never work.
+  void validate() const;
+};
+
+}  // namespace gradwire

@@ -1,0 +1,44 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gradwire {
+
+enum class DataType : uint8_t {
+  Float32,
+  Float64,
+  Float16,   // IEEE binary16; reductions accumulate in float32
+  BFloat16,  // bfloat16; reductions accumulate in float32
+  Int32,
+  Int64,
+  UInt8,
+};
+
+// Sum, Avg and Prod wrap around on integer overflow; Avg on integers divides
+// with truncation toward zero (like C++ and NCCL).
+enum class ReduceOp : uint8_t { Sum, Avg, Min, Max, Prod };
+
+inline constexpr DataType kAllDataTypes[] = {
+    DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16,
+    DataType::Int32,   DataType::Int64,   DataType::UInt8};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min,
+                                             ReduceOp::Max, ReduceOp::Prod};
+
+size_t element_size(DataType dtype);
+bool is_floating(DataType dtype);
+std::string_view to_string(DataType dtype);
+std::string_view to_string(ReduceOp op);
+// Parse "float32"/"f32"/"float", "bf16", "int64", ...; throws InvalidArgument.
+DataType parse_data_type(std::string_view name);
+ReduceOp parse_reduce_op(std::string_view name);
+
+// How a collective splits `count` elements among `world` ranks when it
+// shards (reduce_scatter, allgather): the first count % world ranks get one
+// element more. Every rank computes the same split, so no negotiation.
+size_t shard_count(size_t count, int world, int rank);
+size_t shard_offset(size_t count, int world, int rank);
+
+}  // namespace gradwire

@@ -1,0 +1,41 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// How a process learns its place in the job and exchanges small blobs
+// (endpoint names, host names) with the other ranks before the fabric is up.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "gradwire/options.h"
+
+namespace gradwire::bootstrap {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Rank within this host (LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK), or -1.
+  virtual int local_rank() const = 0;
+  // Every rank calls this with its own blob, in the same order of calls;
+  // returns every rank's blob, indexed by rank. Fails with Timeout naming
+  // the ranks that had not contributed by `deadline`.
+  virtual std::vector<std::string> allgather(const std::string& mine, Deadline deadline) = 0;
+  // "mpirun", "torchrun store 127.0.0.1:29500", "file store /tmp/x".
+  virtual std::string describe() const = 0;
+};
+
+// Picks the launcher from the environment, in this order:
+//  1. OMPI_COMM_WORLD_SIZE set          -> MPI (MPI_Init if needed)
+//  2. GRADWIRE_STORE_DIR set            -> file store (needs RANK, WORLD_SIZE)
+//  3. MASTER_ADDR or RANK set           -> TCP store (torchrun convention)
+//  4. nothing set                       -> a world of one rank
+// Missing or malformed variables: InvalidArgument naming the variable.
+std::unique_ptr<Bootstrap> from_environment(const Options& options);
+
+// A world of exactly one rank (no launcher).
+std::unique_ptr<Bootstrap> single_process();
+
+}  // namespace gradwire::bootstrap

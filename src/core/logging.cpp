@@ -1,0 +1,41 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "core/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <mutex>
+
+#include "core/errors.h"
+
+namespace gradwire {
+
+namespace {
+std::shared_ptr<spdlog::logger> make_logger() {
+  auto logger = std::make_shared<spdlog::logger>(
+      "gradwire", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_pattern("[%H:%M:%S.%e] [gradwire] [%^%l%$] %v");
+  logger->set_level(spdlog::level::warn);
+  return logger;
+}
+}  // namespace
+
+spdlog::logger& log() {
+  static std::shared_ptr<spdlog::logger> logger = make_logger();
+  return *logger;
+}
+
+void set_log_level(const std::string& level) {
+  auto parsed = spdlog::level::from_str(level);
+  // from_str maps unknown names to "off"; only accept "off" when asked for.
+  if (parsed == spdlog::level::off && level != "off") {
+    raise(ErrorCode::InvalidArgument,
+          "log level '{}' is not one of trace, debug, info, warn, error, critical, off", level);
+  }
+  log().set_level(parsed);
+}
+
+void set_log_rank(int rank, int world) {
+  log().set_pattern(fmt::format("[%H:%M:%S.%e] [gradwire rank {}/{}] [%^%l%$] %v", rank, world));
+}
+
+}  // namespace gradwire
