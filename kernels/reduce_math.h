@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define GW_HD __host__ __device__ __forceinline__
@@ -19,7 +20,9 @@ namespace gradwire::kernels {
 GW_HD float bits_to_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 GW_HD uint32_t float_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
-// IEEE binary16 -> float32, exact (subnormals, inf and NaN included).
+// IEEE binary16 -> float32, exact (subnormals and inf included). A NaN keeps
+// its sign and payload and comes out quiet: that is what F16C's vcvtph2ps and
+// the GPU's cvt.f32.f16 do, and the CPU kernels must match them bit for bit.
 GW_HD float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
@@ -27,6 +30,7 @@ GW_HD float half_to_float(uint16_t h) {
   uint32_t bits;
   if (exp == 0x1f) {
     bits = sign | 0x7f800000u | (mant << 13);  // inf / NaN (payload kept)
+    if (mant != 0) bits |= 0x00400000u;        // NaN: quiet
   } else if (exp != 0) {
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   } else if (mant == 0) {
@@ -39,8 +43,9 @@ GW_HD float half_to_float(uint16_t h) {
   return bits_to_float(bits);
 }
 
-// float32 -> IEEE binary16 with round-to-nearest-even, overflow to inf,
-// NaN kept quiet.
+// float32 -> IEEE binary16 with round-to-nearest-even, overflow to inf; a NaN
+// keeps its sign and the top 10 payload bits and comes out quiet (as
+// vcvtps2ph does).
 GW_HD uint16_t float_to_half(float f) {
   uint32_t x = float_to_bits(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -82,18 +87,30 @@ GW_HD uint16_t float_to_bf16(float f) {
 
 // The binary operators, for any arithmetic T. Min/Max propagate NaN from
 // either side (like torch.minimum), so the result does not depend on the
-// operand order for NaN inputs either.
+// operand order for NaN inputs either. Integers wrap around on overflow:
+// signed Sum/Prod are computed in the unsigned type of the same width, where
+// overflow is defined (types.h promises wraparound).
 enum class Op : int { Sum = 0, Min = 1, Max = 2, Prod = 3 };
 
 template <typename T>
 GW_HD bool is_nan_value(T v) { return v != v; }
 
+// The unsigned type Sum/Prod compute in: T itself for floats; for integers
+// at least `unsigned` so narrow types do not promote to (signed) int.
+template <typename T, bool = std::is_integral_v<T>>
+struct wrap_type { using type = T; };
+template <typename T>
+struct wrap_type<T, true> {
+  using type = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+};
+
 template <Op op, typename T>
 GW_HD T apply(T a, T b) {
+  using W = typename wrap_type<T>::type;
   if constexpr (op == Op::Sum) {
-    return (T)(a + b);
+    return (T)((W)a + (W)b);
   } else if constexpr (op == Op::Prod) {
-    return (T)(a * b);
+    return (T)((W)a * (W)b);
   } else if constexpr (op == Op::Min) {
     if (is_nan_value(a)) return a;
     if (is_nan_value(b)) return b;
@@ -119,6 +136,25 @@ GW_HD uint16_t apply_half(uint16_t a, uint16_t b) {
 template <Op op>
 GW_HD uint16_t apply_bf16(uint16_t a, uint16_t b) {
   return float_to_bf16(apply<op, float>(bf16_to_float(a), bf16_to_float(b)));
+}
+
+// Avg's final step, dst / divisor with divisor >= 1: true division for
+// floats (IEEE-rounded on both CPU and GPU), truncation toward zero for
+// integers (computed in at least int, so a uint8 never divides by a
+// truncated divisor).
+template <typename T>
+GW_HD T divide_value(T v, int divisor) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v / (T)divisor;
+  } else {
+    return (T)(v / divisor);
+  }
+}
+GW_HD uint16_t divide_half(uint16_t v, int divisor) {
+  return float_to_half(half_to_float(v) / (float)divisor);
+}
+GW_HD uint16_t divide_bf16(uint16_t v, int divisor) {
+  return float_to_bf16(bf16_to_float(v) / (float)divisor);
 }
 
 }  // namespace gradwire::kernels

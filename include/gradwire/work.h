@@ -33,7 +33,8 @@ class Work {
   std::exception_ptr error() const;
   // Runs `fn` once the operation has finished (on the engine thread, or
   // immediately on this thread if it has already finished). `fn` must not
-  // block and must not throw; its argument is the error or nullptr.
+  // block and must not throw; its argument is the error or nullptr. wait()
+  // and test() report completion only after every callback has returned.
   void then(std::function<void(std::exception_ptr)> fn) const;
   // A short description: "allreduce #12 (1048576 x float32 sum)".
   std::string describe() const;

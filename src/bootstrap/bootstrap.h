@@ -31,9 +31,19 @@ class Bootstrap {
 //  1. OMPI_COMM_WORLD_SIZE set          -> MPI (MPI_Init if needed)
 //  2. GRADWIRE_STORE_DIR set            -> file store (needs RANK, WORLD_SIZE)
 //  3. MASTER_ADDR or RANK set           -> TCP store (torchrun convention)
+//     (MASTER_PORT or WORLD_SIZE alone also selects it, and then fails
+//     naming the missing variables, rather than silently running alone)
 //  4. nothing set                       -> a world of one rank
 // Missing or malformed variables: InvalidArgument naming the variable.
+// LOCAL_RANK is optional (-1 when unset) but checked when set. The TCP store
+// server runs in rank 0 and binds MASTER_ADDR:MASTER_PORT; every store wait
+// is bounded by options.timeout.
 std::unique_ptr<Bootstrap> from_environment(const Options& options);
+
+// The mpirun (Open MPI) bootstrap: MPI_Init_thread if MPI is not initialized
+// yet (then MPI_Finalize runs at exit), rank/size from MPI_COMM_WORLD,
+// local rank from OMPI_COMM_WORLD_LOCAL_RANK. Collective: every rank calls it.
+std::unique_ptr<Bootstrap> make_mpi_bootstrap();
 
 // A world of exactly one rank (no launcher).
 std::unique_ptr<Bootstrap> single_process();

@@ -3,8 +3,10 @@
 // convention) or a shared directory (tests). Values are opaque bytes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bootstrap/bootstrap.h"
@@ -20,6 +22,9 @@ class Store {
   // (e.g. "rank 3") in the message.
   virtual std::string get(const std::string& key, Deadline deadline,
                           const std::string& waiting_for) = 0;
+  // The value of `key` if it exists now, without waiting for it (one round
+  // trip for the TCP store). Used to name every missing rank at a deadline.
+  virtual std::optional<std::string> try_get(const std::string& key) = 0;
   virtual std::string describe() const = 0;
 };
 
@@ -27,9 +32,23 @@ class Store {
 // and binds only to `host` (never a wildcard unless host is "0.0.0.0"/"::").
 // Clients connect with exponential backoff and jitter until `deadline`, then
 // fail with Timeout naming host:port.
+// `deadline` bounds the first connection; later requests without a deadline
+// of their own (set, try_get) get as long as the first connection was given.
+// Keys are 1..4 KiB, values at most 16 MiB (InvalidArgument otherwise). A
+// server that goes away mid-job: PeerLost naming host:port.
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
                                       Deadline deadline);
+
+struct TcpStoreOptions {
+  // How long the server, when its Store is destroyed, keeps serving clients
+  // that are still connected (ranks still reading rank 0's keys).
+  std::chrono::milliseconds linger{std::chrono::seconds(5)};
+};
+std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
+                                      Deadline deadline, const TcpStoreOptions& options);
 // File store: one file per key in `dir` (written atomically by rename).
+// `dir` is created if missing. It must be fresh for each job: keys left by an
+// earlier run would be read as this run's.
 std::unique_ptr<Store> make_file_store(const std::string& dir);
 
 // A Bootstrap over any store: allgather round n writes "ag/<n>/<rank>" and

@@ -39,7 +39,22 @@ struct Properties {
   size_t inject_size = 0;     // sends up to this size complete at once
   bool registration_required = false;  // mr_mode has FI_MR_LOCAL
   uint64_t mr_mode = 0;
+  // Receives can name their source (FI_DIRECTED_RECV). When false, a tag
+  // alone decides which send a receive matches, so callers must encode the
+  // source rank in the tag (Note [tags carry the source rank]).
+  bool directed_recv = false;
+  // Sends to one peer with one tag are matched in order (FI_ORDER_SAS);
+  // required to split messages larger than max_msg_size.
+  bool ordered_sends = false;
+  uint64_t tag_mask = ~uint64_t{0};  // tag bits the provider can match on
 };
+
+// Note [tags carry the source rank]: not every provider offers directed
+// receives (tcp;ofi_rxm here does not), so a receive's tag alone must
+// identify the sender. The collectives build tags as
+// seq:24 | src rank:20 | slot:20, which makes the source part of the match
+// on every provider; transports use the peer as an extra filter only where
+// the fabric supports it.
 
 class Transport {
  public:
@@ -62,6 +77,11 @@ class Transport {
   // Cancels every posted operation and waits (bounded) until the provider
   // confirms, so no buffer is touched afterwards. Used on errors/abort.
   virtual void cancel_all() = 0;
+  // Forgets cached memory registrations overlapping [buf, buf+length). Call
+  // before freeing memory that was passed to isend/irecv (Note [registration
+  // cache invalidation] in transport/ofi/memory.h). No-op where nothing is
+  // cached.
+  virtual void invalidate(const void* buf, size_t length) {}
 };
 
 }  // namespace gradwire::transport

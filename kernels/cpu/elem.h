@@ -1,0 +1,94 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Internal: the per-dtype element functions (from reduce_math.h) that every
+// CPU kernel variant uses for its scalar loops and tails, and the macro that
+// lays out a KernelTable (Note [cpu kernel dispatch] in dispatch.h).
+//
+// Include this before any `#pragma GCC target`: these inline functions have
+// external linkage and must be compiled for the baseline ISA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gradwire/types.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/reduce_math.h"
+
+namespace gradwire::kernels::cpu {
+
+template <DataType dt>
+struct Elem;
+
+template <typename T>
+struct NativeElem {
+  using S = T;  // storage type
+  template <Op op>
+  static S reduce(S a, S b) { return apply<op, T>(a, b); }
+  static S divide(S v, int divisor) { return divide_value<T>(v, divisor); }
+};
+
+template <> struct Elem<DataType::Float32> : NativeElem<float> {};
+template <> struct Elem<DataType::Float64> : NativeElem<double> {};
+template <> struct Elem<DataType::Int32> : NativeElem<int32_t> {};
+template <> struct Elem<DataType::Int64> : NativeElem<int64_t> {};
+template <> struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
+  template <Op op>
+  static S reduce(S a, S b) { return apply_u8<op>(a, b); }
+};
+template <> struct Elem<DataType::Float16> {
+  using S = uint16_t;
+  template <Op op>
+  static S reduce(S a, S b) { return apply_half<op>(a, b); }
+  static S divide(S v, int divisor) { return divide_half(v, divisor); }
+};
+template <> struct Elem<DataType::BFloat16> {
+  using S = uint16_t;
+  template <Op op>
+  static S reduce(S a, S b) { return apply_bf16<op>(a, b); }
+  static S divide(S v, int divisor) { return divide_bf16(v, divisor); }
+};
+
+// The element loops, shared by the scalar table and the SIMD tails.
+template <DataType dt, Op op>
+inline void reduce_elems(void* dst, const void* a, const void* b, size_t begin, size_t end) {
+  using S = typename Elem<dt>::S;
+  auto* d = static_cast<S*>(dst);
+  const auto* x = static_cast<const S*>(a);
+  const auto* y = static_cast<const S*>(b);
+  for (size_t i = begin; i < end; ++i) d[i] = Elem<dt>::template reduce<op>(x[i], y[i]);
+}
+
+template <DataType dt>
+inline void divide_elems(void* dst, int divisor, size_t begin, size_t end) {
+  using S = typename Elem<dt>::S;
+  auto* d = static_cast<S*>(dst);
+  for (size_t i = begin; i < end; ++i) d[i] = Elem<dt>::divide(d[i], divisor);
+}
+
+}  // namespace gradwire::kernels::cpu
+
+// A KernelTable initialiser from function templates named reduce_kernel<dt, op>,
+// divide_kernel<dt> and the four conversion functions, in the including TU.
+#define GW_KERNEL_ROW(dt)                                                              \
+  {                                                                                    \
+    &reduce_kernel<dt, ::gradwire::kernels::Op::Sum>,                                  \
+        &reduce_kernel<dt, ::gradwire::kernels::Op::Min>,                              \
+        &reduce_kernel<dt, ::gradwire::kernels::Op::Max>,                              \
+        &reduce_kernel<dt, ::gradwire::kernels::Op::Prod>                              \
+  }
+#define GW_KERNEL_TABLE()                                                              \
+  ::gradwire::kernels::cpu::KernelTable {                                              \
+    {GW_KERNEL_ROW(::gradwire::DataType::Float32), GW_KERNEL_ROW(::gradwire::DataType::Float64), \
+     GW_KERNEL_ROW(::gradwire::DataType::Float16), GW_KERNEL_ROW(::gradwire::DataType::BFloat16), \
+     GW_KERNEL_ROW(::gradwire::DataType::Int32), GW_KERNEL_ROW(::gradwire::DataType::Int64),     \
+     GW_KERNEL_ROW(::gradwire::DataType::UInt8)},                                      \
+        {&divide_kernel<::gradwire::DataType::Float32>,                                \
+         &divide_kernel<::gradwire::DataType::Float64>,                                \
+         &divide_kernel<::gradwire::DataType::Float16>,                                \
+         &divide_kernel<::gradwire::DataType::BFloat16>,                               \
+         &divide_kernel<::gradwire::DataType::Int32>,                                  \
+         &divide_kernel<::gradwire::DataType::Int64>,                                  \
+         &divide_kernel<::gradwire::DataType::UInt8>},                                 \
+        &half_to_float_kernel, &float_to_half_kernel, &bf16_to_float_kernel,           \
+        &float_to_bf16_kernel                                                          \
+  }

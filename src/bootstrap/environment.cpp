@@ -1,0 +1,131 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// from_environment(): which launcher started us, read strictly. A typo in a
+// launcher variable must fail at start-up with the variable's name, never
+// quietly turn into a world of one rank or a hang at the first allgather.
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/env.h"
+#include "bootstrap/store.h"
+#include "core/errors.h"
+#include "core/logging.h"
+
+namespace gradwire::bootstrap {
+
+namespace env {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<int> parse_int(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+}  // namespace env
+
+namespace {
+
+// Why the launcher variables are required: names the variable that chose
+// this launcher, e.g. "MASTER_ADDR='10.0.0.1' is set".
+struct Reader {
+  std::string why;
+
+  std::string require(const char* name, const std::string& expected) const {
+    auto v = env::get(name);
+    if (!v) {
+      raise(ErrorCode::InvalidArgument,
+            "{} is not set (expected {}); {}, so gradwire expects a torchrun-style launch with "
+            "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (or GRADWIRE_STORE_DIR instead of "
+            "the MASTER_ variables)",
+            name, expected, why);
+    }
+    return *v;
+  }
+
+  // An integer in [lo, hi]; `expected` describes the range in the message.
+  int integer(const char* name, int lo, int hi, const std::string& expected) const {
+    std::string text = require(name, expected);
+    auto v = env::parse_int(text);
+    if (!v) {
+      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
+            expected);
+    }
+    if (*v < lo || *v > hi) {
+      raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
+            expected);
+    }
+    return *v;
+  }
+
+  int world_size() const { return integer("WORLD_SIZE", 1, INT_MAX, "WORLD_SIZE >= 1"); }
+
+  int rank(int world) const {
+    return integer("RANK", 0, world - 1, fmt::format("0 <= RANK < WORLD_SIZE={}", world));
+  }
+
+  // Optional: torchrun always sets it, hand-rolled launchers may not.
+  int local_rank(int world) const {
+    if (!env::get("LOCAL_RANK")) return -1;
+    return integer("LOCAL_RANK", 0, world - 1,
+                   fmt::format("0 <= LOCAL_RANK < WORLD_SIZE={}", world));
+  }
+};
+
+std::string describe_set(const char* name) {
+  return fmt::format("{}='{}' is set", name, env::get(name).value_or(""));
+}
+
+std::unique_ptr<Bootstrap> file_store_bootstrap(const std::string& dir) {
+  Reader r{describe_set("GRADWIRE_STORE_DIR")};
+  if (dir.empty()) {
+    raise(ErrorCode::InvalidArgument,
+          "GRADWIRE_STORE_DIR='' is empty (expected a directory every rank can see)");
+  }
+  int world = r.world_size();
+  int rank = r.rank(world);
+  int local = r.local_rank(world);
+  return make_store_bootstrap(make_file_store(dir), rank, world, local);
+}
+
+std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const char* trigger) {
+  Reader r{describe_set(trigger)};
+  // WORLD_SIZE first: RANK's message quotes it.
+  int world = r.world_size();
+  int rank = r.rank(world);
+  int local = r.local_rank(world);
+  std::string addr = r.require("MASTER_ADDR", "the host name or address of rank 0's machine");
+  if (addr.empty() || addr.find_first_of(" \t\r\n") != std::string::npos) {
+    raise(ErrorCode::InvalidArgument,
+          "MASTER_ADDR='{}' is {} (expected the host name or address of rank 0's machine)",
+          addr, addr.empty() ? "empty" : "not a host name (it contains white space)");
+  }
+  int port = r.integer("MASTER_PORT", 1, 65535, "an integer 1..65535");
+  log().debug("bootstrap: torchrun store {}:{}, rank {} of {} (local rank {}){}", addr, port,
+              rank, world, local, rank == 0 ? ", serving the store" : "");
+  auto store = make_tcp_store(addr, uint16_t(port), /*is_server=*/rank == 0,
+                              Deadline::after(options.timeout));
+  return make_store_bootstrap(std::move(store), rank, world, local);
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> from_environment(const Options& options) {
+  if (env::get("OMPI_COMM_WORLD_SIZE")) return make_mpi_bootstrap();
+  if (auto dir = env::get("GRADWIRE_STORE_DIR")) return file_store_bootstrap(*dir);
+  for (const char* trigger : {"MASTER_ADDR", "RANK", "MASTER_PORT", "WORLD_SIZE"}) {
+    if (env::get(trigger)) return tcp_store_bootstrap(options, trigger);
+  }
+  return single_process();
+}
+
+}  // namespace gradwire::bootstrap

@@ -1,0 +1,98 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Small POSIX socket helpers for the bootstrap stores: an owning fd, name
+// resolution, and send/recv loops that honour a Deadline
+// (Note [nothing blocks forever]). Internal to src/bootstrap.
+#pragma once
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/deadline.h"
+
+namespace gradwire::bootstrap {
+
+// Owns one file descriptor; closes it exactly once.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// One resolved socket address.
+struct SockAddr {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = 0;
+  std::string to_string() const;  // "127.0.0.1:29500", "[::1]:29500"
+};
+
+// getaddrinfo(host, port) for TCP. `error` receives gai_strerror text on
+// failure (and the result is empty). getaddrinfo itself cannot be given a
+// deadline; with numeric addresses or /etc/hosts it does not block.
+std::vector<SockAddr> resolve_tcp(const std::string& host, uint16_t port, std::string* error);
+
+// "host:port", with brackets around IPv6 literals.
+std::string host_port(const std::string& host, uint16_t port);
+
+// strerror_r wrapper that is thread-safe.
+std::string errno_text(int err);
+
+void set_nonblocking(int fd);
+
+// Result of an I/O step that can wait.
+enum class IoStatus { Ok, TimedOut, Closed, Error };
+
+// Sends all of [data, data+len) before `deadline`. Never raises SIGPIPE.
+// On Error, *err holds errno.
+IoStatus send_all(int fd, const void* data, size_t len, Deadline deadline, int* err);
+// Receives exactly `len` bytes before `deadline`. Closed: orderly EOF.
+IoStatus recv_all(int fd, void* data, size_t len, Deadline deadline, int* err);
+
+// One non-blocking connect attempt to `addr`, waiting at most until
+// `deadline`. Returns a connected, blocking-mode-agnostic (non-blocking) fd,
+// or an invalid fd with *err set (ETIMEDOUT when the deadline passed).
+UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err);
+
+// Milliseconds to hand to poll() so that it returns by `deadline`
+// (clamped to int; -1 never happens because deadlines are finite or capped).
+int poll_timeout_ms(Deadline deadline);
+
+// Big-endian u32 encode/decode for the wire format.
+inline void put_u32(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v >> 24);
+  p[1] = uint8_t(v >> 16);
+  p[2] = uint8_t(v >> 8);
+  p[3] = uint8_t(v);
+}
+inline uint32_t get_u32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+}  // namespace gradwire::bootstrap

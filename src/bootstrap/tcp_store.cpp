@@ -1,0 +1,269 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The TCP store client, and make_tcp_store(). Wire format and the reason
+// WAIT parks on the server: Note [tcp store protocol] in tcp_store_server.h.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "bootstrap/socket.h"
+#include "bootstrap/store.h"
+#include "bootstrap/tcp_store_server.h"
+#include "core/errors.h"
+#include "core/logging.h"
+
+namespace gradwire::bootstrap {
+
+namespace {
+
+using std::chrono::milliseconds;
+using namespace tcp_store;
+
+// How long past its deadline a client keeps reading for the server's own
+// NOT_FOUND before giving up on the connection.
+constexpr milliseconds kWaitGrace{1000};
+
+double jitter() {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 0.5)(rng);
+}
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+}
+
+class TcpStore final : public Store {
+ public:
+  TcpStore(std::string host, uint16_t port, bool is_server, Deadline deadline,
+           const TcpStoreOptions& options)
+      : host_(std::move(host)), port_(port) {
+    // Requests that carry no deadline of their own get the window the
+    // caller gave the first connection; never() stays never().
+    if (deadline.at() != Clock::time_point::max()) {
+      op_window_ = std::max(deadline.remaining(), milliseconds(1000));
+    }
+    if (is_server) {
+      server_ = std::make_unique<Server>(host_, port_, options.linger);
+      port_ = server_->port();
+    }
+    where_ = host_port(host_, port_);
+    // Connect now, so that an unreachable rank 0 is reported here, at
+    // start-up, rather than at the first allgather.
+    idle_.push_back(connect(deadline));
+  }
+
+  ~TcpStore() override {
+    // Our own connections go first, so the lingering server only waits for
+    // the other ranks.
+    idle_.clear();
+    server_.reset();
+  }
+
+  void set(const std::string& key, const std::string& value) override {
+    check_key(key);
+    if (value.size() > kMaxValueBytes) {
+      raise(ErrorCode::InvalidArgument,
+            "tcp store {}: value for key '{}' is {} bytes; the store takes at most {} bytes",
+            where_, key, value.size(), kMaxValueBytes);
+    }
+    auto [status, reply] = request(kSet, key, value, op_deadline(), "the store to acknowledge SET");
+    expect(status == kOk, "SET", status);
+  }
+
+  std::string get(const std::string& key, Deadline deadline,
+                  const std::string& waiting_for) override {
+    check_key(key);
+    auto t0 = Clock::now();
+    // The server answers NOT_FOUND when the timeout passes (Note [tcp store
+    // protocol]); we stop reading a little later, in case it cannot.
+    uint32_t ms = kWaitForever;
+    Deadline socket_deadline = Deadline::never();
+    if (deadline.at() != Clock::time_point::max()) {
+      ms = uint32_t(std::min<long long>(deadline.remaining().count(), kWaitForever - 1));
+      socket_deadline = Deadline::after(deadline.remaining() + kWaitGrace);
+    }
+    std::string arg(4, '\0');
+    put_u32(reinterpret_cast<uint8_t*>(arg.data()), ms);
+    auto [status, value] = request(kWait, key, arg, socket_deadline, waiting_for);
+    if (status == kNotFound) {
+      raise(ErrorCode::Timeout,
+            "tcp store {}: timed out after {} ms waiting for {} (key '{}'); has that rank "
+            "started, and does it use the same MASTER_ADDR/MASTER_PORT?",
+            where_, ms_since(t0), waiting_for, key);
+    }
+    expect(status == kFound, "WAIT", status);
+    return value;
+  }
+
+  std::optional<std::string> try_get(const std::string& key) override {
+    check_key(key);
+    auto [status, value] = request(kGet, key, {}, op_deadline(), "the store to answer GET");
+    if (status == kNotFound) return std::nullopt;
+    expect(status == kFound, "GET", status);
+    return value;
+  }
+
+  std::string describe() const override { return "torchrun store " + where_; }
+
+ private:
+  Deadline op_deadline() const {
+    return op_window_ ? Deadline::after(*op_window_) : Deadline::never();
+  }
+
+  void check_key(const std::string& key) const {
+    if (key.empty() || key.size() > kMaxKeyBytes) {
+      raise(ErrorCode::InvalidArgument, "tcp store {}: key of {} bytes (keys are 1..{} bytes)",
+            where_, key.size(), kMaxKeyBytes);
+    }
+  }
+
+  void expect(bool ok, const char* what, uint8_t status) const {
+    if (!ok) {
+      raise(ErrorCode::Internal, "tcp store {}: unexpected status {} in the answer to {}",
+            where_, int(status), what);
+    }
+  }
+
+  // Exponential backoff (10 ms, x2, cap 1 s) plus up to 50% jitter, so that
+  // a thousand ranks started together do not hit rank 0 in lock-step.
+  UniqueFd connect(Deadline deadline) {
+    auto t0 = Clock::now();
+    auto backoff = milliseconds(10);
+    std::string last_error = "no attempt made";
+    int attempts = 0;
+    for (;;) {
+      ++attempts;
+      std::string gai_error;
+      auto addrs = resolve_tcp(host_, port_, &gai_error);
+      if (addrs.empty()) last_error = "cannot resolve host: " + gai_error;
+      for (const auto& a : addrs) {
+        // One unanswered SYN must not use up the whole deadline.
+        Deadline attempt(std::min(deadline.at(), Clock::now() + std::chrono::seconds(2)));
+        int err = 0;
+        UniqueFd fd = try_connect(a, attempt, &err);
+        if (fd) {
+          connected_once_ = true;
+          return fd;
+        }
+        last_error = a.to_string() + ": " + errno_text(err);
+        if (connected_once_ && err == ECONNREFUSED) {
+          raise(ErrorCode::PeerLost,
+                "tcp store {}: the store server is gone ({}); rank 0, which hosts it, "
+                "probably exited or crashed",
+                where_, last_error);
+        }
+      }
+      if (deadline.expired()) break;
+      auto sleep = std::chrono::duration_cast<milliseconds>(backoff * (1.0 + jitter()));
+      std::this_thread::sleep_for(std::min(sleep, deadline.remaining()));
+      backoff = std::min(backoff * 2, milliseconds(1000));
+      if (deadline.expired()) break;
+    }
+    raise(ErrorCode::Timeout,
+          "could not connect to the torchrun store at {} after {} ms ({} attempts, last "
+          "error: {}); is rank 0 up? is MASTER_ADDR/MASTER_PORT right?",
+          where_, ms_since(t0), attempts, last_error);
+  }
+
+  // A connection from the pool, or a new one: a thread blocked in get()
+  // holds its own connection, so another thread's set() on this same Store
+  // can still go through (and deliver the key the first is waiting for).
+  UniqueFd acquire(Deadline deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        UniqueFd fd = std::move(idle_.back());
+        idle_.pop_back();
+        return fd;
+      }
+    }
+    return connect(deadline);
+  }
+
+  void release(UniqueFd fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(fd));
+  }
+
+  std::pair<uint8_t, std::string> request(uint8_t cmd, const std::string& key,
+                                          const std::string& value, Deadline deadline,
+                                          const std::string& waiting_for) {
+    auto t0 = Clock::now();
+    UniqueFd fd = acquire(deadline);
+    std::string frame(kRequestHeaderBytes, '\0');
+    auto* h = reinterpret_cast<uint8_t*>(frame.data());
+    h[0] = cmd;
+    put_u32(h + 1, uint32_t(key.size()));
+    put_u32(h + 5, uint32_t(value.size()));
+    frame += key;
+    frame += value;
+
+    int err = 0;
+    IoStatus st = send_all(fd.get(), frame.data(), frame.size(), deadline, &err);
+    uint8_t rh[kResponseHeaderBytes];
+    if (st == IoStatus::Ok) st = recv_all(fd.get(), rh, sizeof(rh), deadline, &err);
+    std::string reply;
+    if (st == IoStatus::Ok) {
+      uint32_t len = get_u32(rh + 1);
+      if (rh[0] > kNotFound || len > kMaxValueBytes) {
+        raise(ErrorCode::Internal,
+              "tcp store {}: malformed answer (status {}, length {}); is {} really a gradwire "
+              "store (MASTER_PORT may point at another service)?",
+              where_, int(rh[0]), len, where_);
+      }
+      reply.resize(len);
+      st = recv_all(fd.get(), reply.data(), len, deadline, &err);
+    }
+    switch (st) {
+      case IoStatus::Ok:
+        release(std::move(fd));
+        return {rh[0], std::move(reply)};
+      case IoStatus::TimedOut:
+        // fd is dropped: a late answer may still arrive on it.
+        raise(ErrorCode::Timeout,
+              "tcp store {}: no answer after {} ms while waiting for {} (key '{}'); the store "
+              "server on rank 0 is not responding",
+              where_, ms_since(t0), waiting_for, key);
+      case IoStatus::Closed:
+        raise(ErrorCode::PeerLost,
+              "tcp store {}: connection lost while waiting for {} (key '{}'); rank 0, which "
+              "hosts the store, probably exited or crashed",
+              where_, waiting_for, key);
+      case IoStatus::Error:
+        break;
+    }
+    raise(ErrorCode::PeerLost, "tcp store {}: socket error while waiting for {} (key '{}'): {}",
+          where_, waiting_for, key, errno_text(err));
+  }
+
+  std::string host_;
+  uint16_t port_;
+  std::string where_;
+  std::optional<milliseconds> op_window_;
+  std::unique_ptr<Server> server_;
+  std::mutex mu_;
+  std::vector<UniqueFd> idle_;
+  std::atomic<bool> connected_once_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
+                                      Deadline deadline, const TcpStoreOptions& options) {
+  if (host.empty()) {
+    raise(ErrorCode::InvalidArgument, "tcp store: empty host (MASTER_ADDR must name rank 0)");
+  }
+  if (port == 0 && !is_server) {
+    raise(ErrorCode::InvalidArgument, "tcp store {}: a client needs a port", host);
+  }
+  return std::make_unique<TcpStore>(host, port, is_server, deadline, options);
+}
+
+std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
+                                      Deadline deadline) {
+  return make_tcp_store(host, port, is_server, deadline, TcpStoreOptions{});
+}
+
+}  // namespace gradwire::bootstrap

@@ -1,0 +1,423 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The TCP store server (Note [tcp store protocol] in tcp_store_server.h):
+// one thread, one poll() over the listeners, the wake eventfd and every
+// client. It never throws out of its thread and never trusts a length.
+#include "bootstrap/tcp_store_server.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/errors.h"
+#include "core/logging.h"
+
+namespace gradwire::bootstrap::tcp_store {
+
+namespace {
+
+UniqueFd bind_listener(const SockAddr& addr, int* err) {
+  UniqueFd fd(::socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP));
+  if (!fd) {
+    *err = errno;
+    return {};
+  }
+  int one = 1;
+  // A restarted job can rebind MASTER_PORT while the last run's sockets
+  // sit in TIME_WAIT.
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (addr.family == AF_INET6) {
+    // A specific IPv6 address gets exactly that address; "::" keeps the
+    // kernel's dual-stack default, as a wildcard host asks for.
+    auto* a6 = reinterpret_cast<const sockaddr_in6*>(&addr.addr);
+    if (!IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr)) {
+      ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+  }
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0 ||
+      ::listen(fd.get(), SOMAXCONN) != 0) {
+    *err = errno;
+    return {};
+  }
+  return fd;
+}
+
+uint16_t bound_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+void set_port(SockAddr& a, uint16_t port) {
+  if (a.family == AF_INET) reinterpret_cast<sockaddr_in*>(&a.addr)->sin_port = htons(port);
+  if (a.family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&a.addr)->sin6_port = htons(port);
+}
+
+struct Client {
+  UniqueFd fd;
+  std::string peer;
+  std::string in;     // bytes received, not yet parsed
+  std::string out;    // response bytes not yet written
+  size_t out_off = 0;
+  bool parked = false;  // a WAIT is pending; no further frames are read
+  std::string parked_key;
+  Clock::time_point wait_until{};
+  // Read the next frame only when the previous answer is out (see Note).
+  bool can_read() const { return !parked && out.size() == out_off; }
+};
+
+std::string peer_name(const sockaddr_storage& ss) {
+  SockAddr a;
+  a.addr = ss;
+  a.family = ss.ss_family;
+  return a.to_string();
+}
+
+// All mutable state of the server thread.
+class Loop {
+ public:
+  explicit Loop(std::string where) : where_(std::move(where)) {}
+
+  void accept_from(int listener) {
+    for (;;) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&ss), &len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: back off instead of spinning on a listener
+          // that stays readable.
+          log().warn("tcp store {}: accept failed: {}; pausing accepts for 100 ms", where_,
+                     errno_text(errno));
+          accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+        }
+        return;  // EAGAIN: drained
+      }
+      Client c;
+      c.fd.reset(fd);
+      c.peer = peer_name(ss);
+      log().debug("tcp store {}: client {} connected", where_, c.peer);
+      clients_.emplace(next_id_++, std::move(c));
+    }
+  }
+
+  bool accepts_paused() const { return Clock::now() < accept_paused_until_; }
+
+  // Handles poll() results for one client; false means drop it.
+  bool service(uint64_t id, Client& c, short revents) {
+    if (revents & POLLNVAL) return false;
+    if ((revents & POLLOUT) && !flush(c)) return false;
+    if (revents & POLLIN) {
+      if (!c.can_read()) return !(revents & (POLLHUP | POLLERR));
+      char buf[64 * 1024];
+      ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+      if (n == 0) return false;
+      if (n < 0) return errno == EAGAIN || errno == EINTR;
+      c.in.append(buf, size_t(n));
+      return process(id, c);
+    }
+    // Hang-up with nothing left to read, or a parked client going away.
+    if (revents & (POLLHUP | POLLERR | POLLRDHUP)) return false;
+    return true;
+  }
+
+  // Parses frames that arrived behind an answer that has since gone out
+  // (only a client that pipelines requests has any). False: drop it.
+  bool pump(uint64_t id, Client& c) {
+    if (!c.can_read() || c.in.size() < kRequestHeaderBytes) return true;
+    return process(id, c);
+  }
+
+  void drop(uint64_t id) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    if (it->second.parked) unpark(id, it->second);
+    clients_.erase(it);
+  }
+
+  // Answers NOT_FOUND to every WAIT whose timeout has passed; returns when
+  // the next one falls due (time_point::max() if none).
+  Clock::time_point expire_waits() {
+    auto now = Clock::now();
+    auto next = Clock::time_point::max();
+    for (auto& [id, c] : clients_) {
+      if (!c.parked) continue;
+      if (c.wait_until <= now) {
+        unpark(id, c);
+        respond(c, kNotFound, {});
+        flush(c);
+      } else {
+        next = std::min(next, c.wait_until);
+      }
+    }
+    return next;
+  }
+
+  std::unordered_map<uint64_t, Client>& clients() { return clients_; }
+
+ private:
+  // Parses and answers complete frames while the client may be read.
+  bool process(uint64_t id, Client& c) {
+    size_t off = 0;
+    while (c.can_read() && c.in.size() - off >= kRequestHeaderBytes) {
+      auto* h = reinterpret_cast<const uint8_t*>(c.in.data() + off);
+      uint8_t cmd = h[0];
+      uint32_t klen = get_u32(h + 1);
+      uint32_t vlen = get_u32(h + 5);
+      const char* bad = nullptr;
+      if (cmd != kSet && cmd != kGet && cmd != kWait) bad = "unknown command";
+      else if (klen == 0 || klen > kMaxKeyBytes) bad = "key length out of range (1..4096)";
+      else if (vlen > kMaxValueBytes) bad = "value length over 16 MiB";
+      else if (cmd == kGet && vlen != 0) bad = "GET carrying a value";
+      else if (cmd == kWait && vlen != 4) bad = "WAIT without its 4-byte timeout";
+      if (bad) {
+        log().warn("tcp store {}: dropping client {}: malformed frame ({}; command {}, key "
+                   "length {}, value length {}); is something other than a gradwire rank "
+                   "connecting to this port?",
+                   where_, c.peer, bad, int(cmd), klen, vlen);
+        return false;
+      }
+      size_t frame = kRequestHeaderBytes + size_t(klen) + size_t(vlen);
+      if (c.in.size() - off < frame) break;
+      std::string key = c.in.substr(off + kRequestHeaderBytes, klen);
+      if (cmd == kSet) {
+        std::string value = c.in.substr(off + kRequestHeaderBytes + klen, vlen);
+        respond(c, kOk, {});
+        set(key, std::move(value));
+      } else {
+        auto it = data_.find(key);
+        if (it != data_.end()) {
+          respond(c, kFound, it->second);
+        } else if (cmd == kGet) {
+          respond(c, kNotFound, {});
+        } else {
+          uint32_t ms = get_u32(h + kRequestHeaderBytes + klen);
+          if (ms == 0) {
+            respond(c, kNotFound, {});
+          } else {
+            c.parked = true;
+            c.parked_key = key;
+            c.wait_until = ms == kWaitForever ? Clock::time_point::max()
+                                              : Clock::now() + std::chrono::milliseconds(ms);
+            waiters_[key].push_back(id);
+          }
+        }
+      }
+      off += frame;
+    }
+    c.in.erase(0, off);
+    return flush(c);
+  }
+
+  void set(const std::string& key, std::string value) {
+    auto& slot = data_[key];
+    slot = std::move(value);
+    auto w = waiters_.find(key);
+    if (w == waiters_.end()) return;
+    std::vector<uint64_t> ids = std::move(w->second);
+    waiters_.erase(w);
+    for (uint64_t id : ids) {
+      auto it = clients_.find(id);
+      if (it == clients_.end()) continue;
+      Client& c = it->second;
+      c.parked = false;
+      c.parked_key.clear();
+      respond(c, kFound, slot);
+      // A failed write shows up as POLLERR/POLLHUP on the next poll().
+      flush(c);
+    }
+  }
+
+  void unpark(uint64_t id, Client& c) {
+    auto w = waiters_.find(c.parked_key);
+    if (w != waiters_.end()) {
+      std::erase(w->second, id);
+      if (w->second.empty()) waiters_.erase(w);
+    }
+    c.parked = false;
+    c.parked_key.clear();
+  }
+
+  static void respond(Client& c, uint8_t status, const std::string& value) {
+    uint8_t h[kResponseHeaderBytes];
+    h[0] = status;
+    put_u32(h + 1, uint32_t(value.size()));
+    c.out.append(reinterpret_cast<const char*>(h), sizeof(h));
+    c.out.append(value);
+  }
+
+  // Writes what the socket takes now; the rest goes out on POLLOUT.
+  bool flush(Client& c) {
+    while (c.out_off < c.out.size()) {
+      ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
+                         MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_off += size_t(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      return false;
+    }
+    c.out.clear();
+    c.out_off = 0;
+    return true;
+  }
+
+  std::string where_;
+  std::unordered_map<uint64_t, Client> clients_;
+  std::unordered_map<std::string, std::string> data_;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiters_;
+  uint64_t next_id_ = 1;
+  Clock::time_point accept_paused_until_{};
+};
+
+}  // namespace
+
+Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger)
+    : host_(host), port_(port), linger_(linger) {
+  std::string where = host_port(host, port);
+  std::string gai_error;
+  auto addrs = resolve_tcp(host, port, &gai_error);
+  if (addrs.empty()) {
+    raise(ErrorCode::InvalidArgument,
+          "tcp store: cannot resolve {} to bind the store server: {} (MASTER_ADDR must name "
+          "this host, the one running rank 0)",
+          where, gai_error);
+  }
+  int last_err = 0;
+  for (auto& a : addrs) {
+    if (port_ != 0) set_port(a, port_);
+    int err = 0;
+    UniqueFd fd = bind_listener(a, &err);
+    if (!fd) {
+      // A name like "localhost" may resolve to ::1 on a host without IPv6;
+      // skip such addresses, but a port in use is always fatal.
+      if (err == EADDRINUSE) {
+        raise(ErrorCode::InvalidArgument,
+              "tcp store: cannot bind {} ({}): {}; another process (an earlier job, or a "
+              "launcher's own store) holds the port, pick another MASTER_PORT",
+              where, a.to_string(), errno_text(err));
+      }
+      log().debug("tcp store: cannot bind {}: {}", a.to_string(), errno_text(err));
+      last_err = err;
+      continue;
+    }
+    if (port_ == 0) port_ = bound_port(fd.get());
+    listeners_.push_back(std::move(fd));
+  }
+  if (listeners_.empty()) {
+    raise(ErrorCode::InvalidArgument,
+          "tcp store: cannot bind {}: {} (MASTER_ADDR must be an address of this host, the "
+          "one running rank 0)",
+          where, errno_text(last_err));
+  }
+  wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) raise(ErrorCode::Internal, "tcp store: eventfd failed: {}", errno_text(errno));
+  thread_ = std::thread([this] { run(); });
+}
+
+Server::~Server() {
+  stopping_.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_.get(), &one, sizeof(one));
+  (void)ignored;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Server::run() noexcept {
+  std::string where = host_port(host_, port_);
+  try {
+    Loop loop(where);
+    std::vector<pollfd> fds;
+    std::vector<uint64_t> ids;
+    bool lingering = false;
+    Clock::time_point linger_end{};
+    for (;;) {
+      if (stopping_.load() && !lingering) {
+        lingering = true;
+        linger_end = Clock::now() + linger_;
+        listeners_.clear();  // no new clients from here on
+        if (!loop.clients().empty()) {
+          log().debug("tcp store {}: waiting up to {} ms for {} client(s) to disconnect", where,
+                      linger_.count(), loop.clients().size());
+        }
+      }
+      if (lingering && loop.clients().empty()) return;
+      if (lingering && Clock::now() >= linger_end) {
+        log().warn("tcp store {}: shutting down with {} client(s) still connected; a rank "
+                   "still reading from the store will see the connection drop",
+                   where, loop.clients().size());
+        return;
+      }
+
+      auto next_expiry = loop.expire_waits();
+      std::vector<uint64_t> dead;
+      for (auto& [id, c] : loop.clients()) {
+        if (!loop.pump(id, c)) dead.push_back(id);
+      }
+      for (uint64_t id : dead) loop.drop(id);
+
+      fds.clear();
+      ids.clear();
+      fds.push_back({wake_.get(), POLLIN, 0});
+      size_t first_listener = fds.size();
+      if (!loop.accepts_paused()) {
+        for (auto& l : listeners_) fds.push_back({l.get(), POLLIN, 0});
+      }
+      size_t first_client = fds.size();
+      for (auto& [id, c] : loop.clients()) {
+        short ev = POLLRDHUP;
+        if (c.can_read()) ev |= POLLIN;
+        if (c.out_off < c.out.size()) ev |= POLLOUT;
+        fds.push_back({c.fd.get(), ev, 0});
+        ids.push_back(id);
+      }
+      // Bounded wait: paused accepts and the linger deadline need a tick,
+      // a parked WAIT its own timeout.
+      int timeout = (lingering || loop.accepts_paused()) ? 50 : 1000;
+      if (next_expiry != Clock::time_point::max()) {
+        timeout = std::min(timeout, poll_timeout_ms(Deadline(next_expiry)));
+      }
+      int rc = ::poll(fds.data(), fds.size(), timeout);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        log().error("tcp store {}: poll failed: {}; store server stopping", where,
+                    errno_text(errno));
+        return;
+      }
+      if (fds[0].revents) {
+        uint64_t v;
+        ssize_t ignored = ::read(wake_.get(), &v, sizeof(v));
+        (void)ignored;
+      }
+      for (size_t i = first_listener; i < first_client; ++i) {
+        if (fds[i].revents & POLLIN) loop.accept_from(fds[i].fd);
+      }
+      for (size_t i = first_client; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        uint64_t id = ids[i - first_client];
+        auto it = loop.clients().find(id);
+        if (it == loop.clients().end()) continue;
+        if (!loop.service(id, it->second, fds[i].revents)) {
+          log().debug("tcp store {}: client {} disconnected", where, it->second.peer);
+          loop.drop(id);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    // Out of memory is the only realistic way here; clients then see their
+    // connections close and report PeerLost.
+    log().error("tcp store {}: server stopped: {}", where, e.what());
+  }
+}
+
+}  // namespace gradwire::bootstrap::tcp_store

@@ -1,0 +1,82 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The TCP store's wire format and its server. Internal to src/bootstrap;
+// Store users go through make_tcp_store() in store.h.
+//
+// Note [tcp store protocol]
+// Every request is one frame:
+//     u8 command | u32 key length | u32 value length | key bytes | value bytes
+// and every response is
+//     u8 status  | u32 value length | value bytes
+// with lengths big-endian. Keys are 1..4 KiB, values at most 16 MiB; the
+// server checks the 9-byte header before reading the body, so an oversized
+// or unknown frame costs nothing: the client is dropped with a warning.
+//   SET   key value -> OK            (overwrites)
+//   GET   key       -> FOUND value | NOT_FOUND       (answers at once)
+//   WAIT  key ms    -> FOUND value | NOT_FOUND
+//                      (value = u32 timeout in ms; parked until the key is
+//                      set or the timeout passes; 0xFFFFFFFF = no timeout)
+// Why WAIT parks on the server instead of the client polling GET: with N
+// ranks polling rank 0 with backoff, the server handles O(N * polls)
+// requests and every get pays up to one backoff period of extra latency
+// (up to 1 s at the cap); a parked request costs one map entry and answers
+// the moment the SET lands.
+// Why the server, not only the client, enforces the WAIT timeout: the
+// connection stays in step (one request, one answer), so after a timeout the
+// client keeps using it, e.g. to check the other ranks' keys for its error
+// message, even when rank 0 is already shutting down and no longer accepts
+// connections. The client still stops reading at its deadline plus a grace
+// period and then drops the connection, so a stuck server cannot hang it.
+// Each connection has at most one request in flight: the server does not
+// read the next frame until the previous answer is fully written, which
+// also bounds the memory a misbehaving client can make it hold.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/socket.h"
+
+namespace gradwire::bootstrap::tcp_store {
+
+enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3 };
+enum Status : uint8_t { kOk = 0, kFound = 1, kNotFound = 2 };
+
+constexpr size_t kRequestHeaderBytes = 9;
+constexpr size_t kResponseHeaderBytes = 5;
+constexpr uint32_t kMaxKeyBytes = 4 * 1024;
+constexpr uint32_t kMaxValueBytes = 16 * 1024 * 1024;
+constexpr uint32_t kWaitForever = 0xFFFFFFFFu;
+
+// Listens on every address `host` resolves to (never a wildcard unless host
+// is one) and serves the store on a background thread until destroyed.
+class Server {
+ public:
+  // Throws InvalidArgument naming host:port and the errno text when no
+  // address can be bound (e.g. the port is in use). port 0 picks a free one.
+  Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger);
+  // Stops accepting, then keeps serving the connected clients until they
+  // have all disconnected or `linger` has passed, so that rank 0 leaving
+  // first does not pull the store from under ranks still reading its keys.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  uint16_t port() const { return port_; }
+
+ private:
+  void run() noexcept;
+
+  std::string host_;
+  uint16_t port_;
+  std::chrono::milliseconds linger_;
+  std::vector<UniqueFd> listeners_;
+  UniqueFd wake_;  // eventfd: the destructor writes to it to end poll()
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace gradwire::bootstrap::tcp_store

@@ -1,0 +1,105 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "collectives/context.h"
+
+#include <rdma/fi_errno.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "core/errors.h"
+
+namespace gradwire::collectives {
+
+std::byte* Context::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) {
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    scratch_.resize(bytes);
+  }
+  return scratch_.data();
+}
+
+void Context::send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot) {
+  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
+  transport_.isend(req, peer, buf, bytes, make_tag(seq_, rank_, slot), deadline_);
+}
+
+void Context::recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slot) {
+  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
+  transport_.irecv(req, peer, buf, bytes, make_tag(seq_, peer, slot), deadline_);
+}
+
+void Context::poll() {
+  if (transport_.progress() > 0) {
+    idle_polls_ = 0;
+    return;
+  }
+  // Note [backoff when idle]: spinning keeps latency low when every rank
+  // has a core; when ranks outnumber cores a spinning rank steals the time
+  // its peer needs to make the progress we wait for. Spin, then yield, then
+  // sleep briefly.
+  ++idle_polls_;
+  if (idle_polls_ > 20000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  } else if (idle_polls_ > 2000) {
+    sched_yield();
+  }
+}
+
+void Context::check(const Request& req) const {
+  if (req.state == Request::State::Failed) {
+    const char* dir = req.is_send ? "sending to" : "receiving from";
+    if (req.fi_errno == FI_ETRUNC || req.fi_errno == FI_EMSGSIZE) {
+      raise(ErrorCode::Mismatch,
+            "{} failed {} rank {}: rank {} sent more than the {} bytes posted here ({}); likely "
+            "cause: ranks called this collective with different counts or dtypes",
+            what_, dir, req.peer, req.peer, req.length, req.error);
+    }
+    if (req.fi_errno == FI_ECANCELED) {
+      raise(ErrorCode::Aborted, "{}: transfer {} rank {} was cancelled", what_, dir, req.peer);
+    }
+    if (req.fi_errno == ECONNRESET || req.fi_errno == ECONNREFUSED || req.fi_errno == ENOTCONN ||
+        req.fi_errno == EPIPE || req.fi_errno == EHOSTUNREACH || req.fi_errno == ECONNABORTED) {
+      raise(ErrorCode::PeerLost, "{} failed {} rank {}: {}; likely cause: rank {} died or its "
+            "host is unreachable", what_, dir, req.peer, req.error, req.peer);
+    }
+    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (errno {})", what_, dir, req.peer,
+          req.error, req.fi_errno);
+  }
+  if (!req.is_send && req.state == Request::State::Done && req.received != req.length) {
+    raise(ErrorCode::Mismatch,
+          "{}: received {} bytes from rank {} where {} were expected; likely cause: ranks called "
+          "this collective with different counts or dtypes",
+          what_, req.received, req.peer, req.length);
+  }
+}
+
+void Context::fail_timeout(const Request& req) const {
+  auto seconds = std::chrono::duration<double>(options_.timeout).count();
+  raise(ErrorCode::Timeout,
+        "{} timed out after {:.1f} s {} rank {}{}{}; likely cause: rank {} died, is stuck, or "
+        "called a different collective or count (GRADWIRE_TIMEOUT_S sets the deadline)",
+        what_, seconds, req.is_send ? "sending to" : "waiting for data from", req.peer,
+        algorithm_.empty() ? "" : " in ", algorithm_, req.peer);
+}
+
+void Context::progress_or_fail(const Request& blocking) {
+  poll();
+  if ((++polls_ & 255u) == 0 && !blocking.done() && deadline_.expired()) fail_timeout(blocking);
+}
+
+void Context::wait(Request& req) {
+  while (!req.done()) progress_or_fail(req);
+  check(req);
+}
+
+void Context::wait_all(std::span<Request> reqs) {
+  for (auto& r : reqs) {
+    if (r.state == Request::State::Idle) continue;
+    wait(r);
+  }
+}
+
+}  // namespace gradwire::collectives

@@ -1,0 +1,92 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// What one running collective needs: the transport, who we are, the
+// sequence number that keeps its messages apart from every other
+// collective's, its deadline, scratch memory, and the words to use in an
+// error message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "gradwire/options.h"
+#include "gradwire/types.h"
+#include "transport/transport.h"
+
+namespace gradwire::collectives {
+
+using transport::Request;
+
+// Note [tags]: a 64-bit tag is seq:24 | source rank:20 | slot:20. The
+// sequence number separates collectives (messages of collective k can never
+// match receives of collective k+1, even if a rank runs ahead); the source
+// rank makes matching correct on providers without FI_DIRECTED_RECV; the
+// slot separates the messages one collective exchanges with one peer
+// (algorithm step x pipeline segment). Every rank computes the same slots.
+inline constexpr int kSeqBits = 24;
+inline constexpr int kRankBits = 20;
+inline constexpr int kSlotBits = 20;
+inline constexpr uint32_t kMaxSlots = 1u << kSlotBits;
+inline constexpr int kMaxWorldSize = 1 << kRankBits;
+
+inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
+  return (uint64_t(seq & ((1u << kSeqBits) - 1)) << (kRankBits + kSlotBits)) |
+         (uint64_t(uint32_t(src_rank)) << kSlotBits) | uint64_t(slot & (kMaxSlots - 1));
+}
+
+class Context {
+ public:
+  Context(transport::Transport& transport, int rank, int size, uint32_t seq, Deadline deadline,
+          const Options& options, std::vector<std::byte>& scratch, std::string what)
+      : transport_(transport), rank_(rank), size_(size), seq_(seq), deadline_(deadline),
+        options_(options), scratch_(scratch), what_(std::move(what)) {}
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint32_t seq() const { return seq_; }
+  const Options& options() const { return options_; }
+  Deadline deadline() const { return deadline_; }
+  // "rank 2: allreduce #17 (1048576 x float32 sum)"
+  const std::string& what() const { return what_; }
+  void set_algorithm(std::string_view name) { algorithm_ = name; }
+
+  // Scratch memory owned by the communicator, reused between collectives;
+  // the pointer is valid until the next call to scratch().
+  std::byte* scratch(size_t bytes);
+
+  // Post a send to / receive from `peer` in message slot `slot`.
+  void send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot);
+  void recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slot);
+
+  // Drive progress until `req` is done; throws a gradwire::Error that names
+  // the peer, this collective and the likely cause on failure or deadline.
+  void wait(Request& req);
+  void wait_all(std::span<Request> reqs);
+  // Drive progress once; if nothing completed for a while, back off so
+  // oversubscribed ranks (more ranks than cores) let their peers run.
+  void poll();
+  // poll(), and every so often check the deadline; on expiry fail naming
+  // `blocking`, the request we are waiting for.
+  void progress_or_fail(const Request& blocking);
+  // Throws if `req` failed or a receive got fewer bytes than posted.
+  void check(const Request& req) const;
+
+ private:
+  [[noreturn]] void fail_timeout(const Request& req) const;
+
+  transport::Transport& transport_;
+  int rank_, size_;
+  uint32_t seq_;
+  Deadline deadline_;
+  const Options& options_;
+  std::vector<std::byte>& scratch_;
+  std::string what_;
+  std::string_view algorithm_;
+  uint32_t idle_polls_ = 0;
+  uint32_t polls_ = 0;
+};
+
+}  // namespace gradwire::collectives

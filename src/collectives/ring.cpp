@@ -1,0 +1,124 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "collectives/ring.h"
+
+#include <array>
+
+#include "core/errors.h"
+#include "kernels/cpu/reduce.h"
+
+namespace gradwire::collectives {
+
+namespace {
+// Receives and sends in flight per direction. Four 1 MiB segments keep the
+// fabric busy while the reduction of the previous segment runs.
+constexpr size_t kWindow = 4;
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, int first_step,
+              int last_step, const RingBuffers& buf) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const int right = mod(r + 1, n);
+  const int left = mod(r - 1, n);
+  const size_t es = element_size(dtype);
+  const int nsteps = last_step - first_step;
+  if (nsteps <= 0) return;
+
+  const Segmentation seg =
+      segment(blocks.max_count, es, ctx.options().segment_bytes, size_t(2 * (n - 1)));
+  const size_t nseg = seg.nseg;
+  const size_t units = size_t(nsteps) * nseg;
+  const bool reduces = first_step < n - 1;
+  const size_t slot_bytes = seg.seg_elems * es;
+  std::byte* window = reduces ? ctx.scratch(kWindow * slot_bytes) : nullptr;
+  // Slots are numbered by absolute step so that an allgather run alone and
+  // the allgather half of an allreduce agree (and never collide).
+  const uint32_t slot0 = uint32_t(size_t(first_step) * nseg);
+
+  auto step_of = [&](size_t u) { return first_step + int(u / nseg); };
+  auto send_block = [&](int s) { return mod(r - s - 1, n); };
+  auto recv_block = [&](int s) { return mod(r - s - 2, n); };
+
+  auto block_ptr = [&](std::byte* base, int b) { return base + blocks.offset[b] * es; };
+
+  std::array<Request, kWindow> sreq{}, rreq{};
+  size_t next_send = 0, next_recv = 0, done = 0;
+
+  auto post_recv = [&](size_t u) {
+    const int s = step_of(u);
+    const int b = recv_block(s);
+    const Range rg = segment_range(blocks.count[b], seg, u % nseg);
+    std::byte* dst = s < n - 1 ? window + (u % kWindow) * slot_bytes
+                               : block_ptr(buf.work, b) + rg.first * es;
+    ctx.recv(rreq[u % kWindow], left, dst, rg.len * es, slot0 + uint32_t(u));
+  };
+
+  auto on_received = [&](size_t u) {
+    const int s = step_of(u);
+    if (s >= n - 1) return;  // allgather: the data landed in place
+    const int b = recv_block(s);
+    const Range rg = segment_range(blocks.count[b], seg, u % nseg);
+    if (rg.len == 0) return;
+    std::byte* dst = (b == r ? buf.own : block_ptr(buf.work, b)) + rg.first * es;
+    const std::byte* a = buf.input + (blocks.offset[b] + rg.first) * es;
+    kernels::reduce(dst, a, window + (u % kWindow) * slot_bytes, rg.len, dtype, op);
+    if (b == r && op == ReduceOp::Avg) kernels::divide(dst, rg.len, dtype, n);
+  };
+
+  auto post_send = [&](size_t u) {
+    const int s = step_of(u);
+    const int b = send_block(s);
+    const Range rg = segment_range(blocks.count[b], seg, u % nseg);
+    const std::byte* src;
+    if (s == 0) {
+      src = buf.input + blocks.offset[b] * es;
+    } else if (b == r) {
+      src = buf.own;
+    } else {
+      src = block_ptr(buf.work, b);
+    }
+    ctx.send(sreq[u % kWindow], right, src + rg.first * es, rg.len * es, slot0 + uint32_t(u));
+  };
+
+  while (done < units || next_send < units) {
+    bool acted = false;
+    // Receives complete in posting order (one sender, one tag sequence).
+    while (done < next_recv && rreq[done % kWindow].done()) {
+      ctx.check(rreq[done % kWindow]);
+      on_received(done);
+      ++done;
+      acted = true;
+    }
+    while (next_recv < units && next_recv - done < kWindow) {
+      post_recv(next_recv++);
+      acted = true;
+    }
+    while (next_send < units) {
+      // Segment k of step s forwards what segment k of step s-1 brought.
+      if (step_of(next_send) > first_step && done + nseg <= next_send) break;
+      Request& sr = sreq[next_send % kWindow];
+      if (sr.state == Request::State::Pending) break;
+      if (sr.done()) ctx.check(sr);
+      post_send(next_send++);
+      acted = true;
+    }
+    if (!acted) {
+      const Request* blocking = nullptr;
+      if (done < next_recv) {
+        blocking = &rreq[done % kWindow];
+      } else {
+        for (auto& sr : sreq)
+          if (sr.state == Request::State::Pending) blocking = &sr;
+      }
+      GW_CHECK(blocking != nullptr, "{}: ring made no progress and waits for nothing", ctx.what());
+      ctx.progress_or_fail(*blocking);
+    }
+  }
+  for (auto& sr : sreq) {
+    if (sr.state != Request::State::Idle) ctx.wait(sr);
+  }
+}
+
+}  // namespace gradwire::collectives

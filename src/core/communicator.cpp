@@ -1,0 +1,251 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The Communicator: argument validation on the caller's thread, then
+// collectives queued to the engine thread.
+#include "gradwire/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "core/communicator_impl.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "core/setup.h"
+
+namespace gradwire {
+
+CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
+                                   std::string name_in,
+                                   std::unique_ptr<bootstrap::Bootstrap> bootstrap_in,
+                                   std::unique_ptr<transport::Transport> transport_in,
+                                   std::string iface_in)
+    : options(std::move(options_in)), rank(rank_in), size(size_in), name(std::move(name_in)),
+      iface(std::move(iface_in)), bootstrap(std::move(bootstrap_in)),
+      transport(std::move(transport_in)),
+      engine_(std::make_unique<Engine>("gradwire " + name)) {}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  engine_.reset();  // finishes queued collectives (each bounded by its deadline)
+}
+
+Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
+                              std::function<void(collectives::Context&)> fn) {
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
+          rank, op, name, abort_reason_);
+  }
+  std::lock_guard<std::mutex> lk(submit_mu_);
+  const uint32_t seq = next_seq_++;
+  std::string what = fmt::format("rank {}{}: {} #{}{}", rank,
+                                 name == "world" ? "" : fmt::format(" of {}", name), op, seq,
+                                 detail.empty() ? "" : fmt::format(" ({})", detail));
+  auto state = std::make_shared<detail::WorkState>(what, options.timeout);
+  engine_->submit(state, [this, seq, what, fn = std::move(fn)](detail::WorkState&) {
+    if (aborted_) {
+      std::lock_guard<std::mutex> lk(state_mu_);
+      raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what,
+            abort_reason_);
+    }
+    collectives::Context ctx(*transport, rank, size, seq, Deadline::after(options.timeout),
+                             options, scratch_, what);
+    try {
+      fn(ctx);
+    } catch (const Error& e) {
+      // Note [a failed collective aborts its communicator]: peers may be
+      // mid-way through this collective with transfers posted into our
+      // buffers; the message schedule is no longer shared. Cancel everything
+      // so no user buffer is written later, and refuse further collectives.
+      fail_communicator(e.what());
+      throw;
+    } catch (const std::exception& e) {
+      fail_communicator(e.what());
+      raise(ErrorCode::Internal, "{}: {}", what, e.what());
+    }
+  });
+  return Work(state);
+}
+
+void CommunicatorImpl::fail_communicator(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (aborted_) return;
+    abort_reason_ = reason;
+    aborted_ = true;
+  }
+  log().error("{}", reason);
+  transport->cancel_all();
+}
+
+void CommunicatorImpl::abort(const std::string& reason) {
+  // Marks the communicator first so queued collectives fail fast, then
+  // cancels on the engine thread (the transport is single-threaded), and
+  // waits for that so no buffer is touched after abort() returns.
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (!aborted_) {
+      abort_reason_ = fmt::format("abort() called on rank {}: {}", rank, reason);
+      aborted_ = true;
+    }
+  }
+  auto state = std::make_shared<detail::WorkState>("abort", options.timeout);
+  engine_->submit(state, [this](detail::WorkState&) { transport->cancel_all(); });
+  Work(state).wait();
+}
+
+std::vector<std::string> CommunicatorImpl::allgather_blobs(const std::string& mine) {
+  std::vector<int64_t> lengths(size);
+  int64_t my_len = int64_t(mine.size());
+  auto run = [&](std::string_view op, const void* send, void* recv, size_t count, DataType dt) {
+    return submit(op, "bootstrap", [=](collectives::Context& ctx) {
+      collectives::allgather(ctx, send, recv, count, dt);
+    });
+  };
+  run("allgather", &my_len, lengths.data(), size_t(size), DataType::Int64).wait();
+  const size_t max_len = size_t(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = mine;
+  padded.resize(max_len);
+  std::vector<char> all(max_len * size);
+  if (max_len > 0) run("allgather", padded.data(), all.data(), all.size(), DataType::UInt8).wait();
+  std::vector<std::string> out(size);
+  for (int r = 0; r < size; ++r) out[r].assign(all.data() + r * max_len, size_t(lengths[r]));
+  return out;
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+std::unique_ptr<Communicator> Communicator::create(const Options& options) {
+  return std::unique_ptr<Communicator>(new Communicator(setup::create_world(options)));
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+std::string Communicator::provider() const { return impl_->transport->properties().provider; }
+const Options& Communicator::options() const { return impl_->options; }
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+
+std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks) {
+  auto child = setup::split(*impl_, ranks);
+  if (!child) return nullptr;
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
+namespace {
+
+std::string describe(size_t count, DataType dtype) {
+  return fmt::format("{} x {}", count, to_string(dtype));
+}
+std::string describe(size_t count, DataType dtype, ReduceOp op) {
+  return fmt::format("{} x {} {}", count, to_string(dtype), to_string(op));
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+size_t checked_bytes(const CommunicatorImpl& c, std::string_view op, size_t count, DataType dtype) {
+  const size_t es = element_size(dtype);
+  if (count > SIZE_MAX / es / std::max(1, c.size)) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",
+          c.rank, op, count, to_string(dtype));
+  }
+  return count * es;
+}
+
+void require_buffer(const CommunicatorImpl& c, std::string_view op, const char* which,
+                    const void* p, size_t bytes) {
+  if (bytes > 0 && p == nullptr) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null {} buffer for {} bytes", c.rank, op,
+          which, bytes);
+  }
+}
+
+[[noreturn]] void bad_overlap(const CommunicatorImpl& c, std::string_view op, const char* rule) {
+  raise(ErrorCode::InvalidArgument,
+        "rank {}: {} send and receive buffers overlap without being in place ({})", c.rank, op,
+        rule);
+}
+
+}  // namespace
+
+Work Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                             ReduceOp op) {
+  auto& c = *impl_;
+  const size_t bytes = checked_bytes(c, "allreduce", count, dtype);
+  require_buffer(c, "allreduce", "send", send, bytes);
+  require_buffer(c, "allreduce", "receive", recv, bytes);
+  if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "allreduce", "send == recv");
+  return c.submit("allreduce", describe(count, dtype, op), [=](collectives::Context& ctx) {
+    collectives::allreduce(ctx, send, recv, count, dtype, op);
+  });
+}
+
+Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op) {
+  auto& c = *impl_;
+  const size_t bytes = checked_bytes(c, "reduce_scatter", count, dtype);
+  const size_t es = element_size(dtype);
+  const size_t shard = shard_count(count, c.size, c.rank) * es;
+  require_buffer(c, "reduce_scatter", "send", send, bytes);
+  require_buffer(c, "reduce_scatter", "receive", recv, shard);
+  const void* in_place = static_cast<const std::byte*>(send) + shard_offset(count, c.size, c.rank) * es;
+  if (recv != in_place && overlaps(send, bytes, recv, shard))
+    bad_overlap(c, "reduce_scatter", "recv == send + shard_offset(count, size, rank)");
+  return c.submit("reduce_scatter", describe(count, dtype, op), [=](collectives::Context& ctx) {
+    collectives::reduce_scatter(ctx, send, recv, count, dtype, op);
+  });
+}
+
+Work Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
+  auto& c = *impl_;
+  const size_t bytes = checked_bytes(c, "allgather", count, dtype);
+  const size_t es = element_size(dtype);
+  const size_t shard = shard_count(count, c.size, c.rank) * es;
+  require_buffer(c, "allgather", "send", send, shard);
+  require_buffer(c, "allgather", "receive", recv, bytes);
+  const void* in_place = static_cast<const std::byte*>(recv) + shard_offset(count, c.size, c.rank) * es;
+  if (send != in_place && overlaps(send, shard, recv, bytes))
+    bad_overlap(c, "allgather", "send == recv + shard_offset(count, size, rank)");
+  return c.submit("allgather", describe(count, dtype), [=](collectives::Context& ctx) {
+    collectives::allgather(ctx, send, recv, count, dtype);
+  });
+}
+
+Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  auto& c = *impl_;
+  const size_t bytes = checked_bytes(c, "broadcast", count, dtype);
+  if (root < 0 || root >= c.size) {
+    raise(ErrorCode::InvalidArgument, "rank {}: broadcast root {} is not a rank of this "
+          "communicator (size {})", c.rank, root, c.size);
+  }
+  if (c.rank == root) require_buffer(c, "broadcast", "send", send, bytes);
+  require_buffer(c, "broadcast", "receive", recv, bytes);
+  if (c.rank == root && send != recv && overlaps(send, bytes, recv, bytes))
+    bad_overlap(c, "broadcast", "send == recv");
+  return c.submit("broadcast", fmt::format("{} from rank {}", describe(count, dtype), root),
+                  [=](collectives::Context& ctx) {
+                    collectives::broadcast(ctx, send, recv, count, dtype, root);
+                  });
+}
+
+Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) {
+  auto& c = *impl_;
+  const size_t bytes = checked_bytes(c, "alltoall", count_per_rank, dtype) * size_t(c.size);
+  require_buffer(c, "alltoall", "send", send, bytes);
+  require_buffer(c, "alltoall", "receive", recv, bytes);
+  if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "alltoall", "send == recv");
+  return c.submit("alltoall", fmt::format("{} per rank", describe(count_per_rank, dtype)),
+                  [=](collectives::Context& ctx) {
+                    collectives::alltoall(ctx, send, recv, count_per_rank, dtype);
+                  });
+}
+
+Work Communicator::barrier() {
+  return impl_->submit("barrier", "", [](collectives::Context& ctx) { collectives::barrier(ctx); });
+}
+
+}  // namespace gradwire

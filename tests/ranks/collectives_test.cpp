@@ -1,0 +1,315 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Every collective, every dtype and op, sizes from 0 to past the ring
+// threshold (and not divisible by the world size), in place and out of
+// place, against a serial reference every rank computes; and the results
+// must be bitwise identical on every rank. Launched by ctest through
+// mpirun -np N or gwlaunch -n N (see tests/ranks/CMakeLists.txt).
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "harness.h"
+
+namespace gwtest {
+namespace {
+
+using gradwire::DataType;
+using gradwire::ReduceOp;
+
+const size_t kCounts[] = {0, 1, 2, 3, 5, 7, 64, 1000, 4099, 20000, 70001};
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<DataType, ReduceOp>>& info) {
+  return std::string(gradwire::to_string(std::get<0>(info.param))) + "_" +
+         std::string(gradwire::to_string(std::get<1>(info.param)));
+}
+
+uint64_t seed_of(DataType dt, ReduceOp op, size_t count, int salt) {
+  return (uint64_t(dt) << 40) ^ (uint64_t(op) << 32) ^ (count * 2654435761u) ^ uint64_t(salt);
+}
+
+class Reduction : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+
+TEST_P(Reduction, Allreduce) {
+  auto [dt, op] = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  for (size_t count : kCounts) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (in_place ? " in place" : ""));
+      const uint64_t seed = seed_of(dt, op, count, 1);
+      auto input = make_input(dt, op, count, w.rank(), seed);
+      auto ref = reduce_reference(dt, op, count, w.size(), seed);
+      std::vector<std::byte> out(count * es, std::byte{0x5a});
+      if (in_place) {
+        out = input;
+        w.allreduce(out.data(), out.data(), count, dt, op).wait();
+      } else {
+        const auto before = input;
+        w.allreduce(input.data(), out.data(), count, dt, op).wait();
+        EXPECT_EQ(before, input) << "out-of-place allreduce modified its send buffer";
+      }
+      EXPECT_TRUE(matches(dt, out.data(), ref, 0, count));
+      EXPECT_TRUE(identical_on_all_ranks(w, out.data(), out.size()));
+    }
+  }
+}
+
+TEST_P(Reduction, ReduceScatter) {
+  auto [dt, op] = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  for (size_t count : kCounts) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (in_place ? " in place" : ""));
+      const uint64_t seed = seed_of(dt, op, count, 2);
+      auto input = make_input(dt, op, count, w.rank(), seed);
+      auto ref = reduce_reference(dt, op, count, w.size(), seed);
+      const size_t off = gradwire::shard_offset(count, w.size(), w.rank());
+      const size_t n = gradwire::shard_count(count, w.size(), w.rank());
+      std::vector<std::byte> out(n * es, std::byte{0x5a});
+      if (in_place) {
+        w.reduce_scatter(input.data(), input.data() + off * es, count, dt, op).wait();
+        EXPECT_TRUE(matches(dt, input.data() + off * es, ref, off, n));
+      } else {
+        const auto before = input;
+        w.reduce_scatter(input.data(), out.data(), count, dt, op).wait();
+        EXPECT_EQ(before, input) << "out-of-place reduce_scatter modified its send buffer";
+        EXPECT_TRUE(matches(dt, out.data(), ref, off, n));
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, Reduction,
+                         ::testing::Combine(::testing::ValuesIn(gradwire::kAllDataTypes),
+                                            ::testing::ValuesIn(gradwire::kAllReduceOps)),
+                         case_name);
+
+class Movement : public ::testing::TestWithParam<DataType> {};
+
+TEST_P(Movement, Allgather) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  for (size_t count : kCounts) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (in_place ? " in place" : ""));
+      const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 3);
+      // Rank r contributes its shard of its own random buffer.
+      std::vector<std::byte> expect(count * es);
+      for (int r = 0; r < w.size(); ++r) {
+        auto full = make_input(dt, ReduceOp::Sum, count, r, seed);
+        const size_t off = gradwire::shard_offset(count, w.size(), r) * es;
+        const size_t len = gradwire::shard_count(count, w.size(), r) * es;
+        std::memcpy(expect.data() + off, full.data() + off, len);
+      }
+      const size_t off = gradwire::shard_offset(count, w.size(), w.rank()) * es;
+      const size_t len = gradwire::shard_count(count, w.size(), w.rank()) * es;
+      std::vector<std::byte> out(count * es, std::byte{0x5a});
+      if (in_place) {
+        std::memcpy(out.data() + off, expect.data() + off, len);
+        w.allgather(out.data() + off, out.data(), count, dt).wait();
+      } else {
+        std::vector<std::byte> mine(expect.begin() + off, expect.begin() + off + len);
+        w.allgather(mine.data(), out.data(), count, dt).wait();
+      }
+      EXPECT_TRUE(out == expect) << "allgather result differs from the concatenated shards";
+    }
+  }
+}
+
+TEST_P(Movement, Broadcast) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(1000), size_t(200003)}) {
+    for (int root = 0; root < w.size(); ++root) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "count " << count << " root " << root
+                                          << (in_place ? " in place" : ""));
+        auto data = make_input(dt, ReduceOp::Sum, count, root, seed_of(dt, ReduceOp::Sum, count, 4));
+        std::vector<std::byte> out(count * es, std::byte{0x5a});
+        if (w.rank() == root && in_place) out = data;
+        const void* send = w.rank() == root ? (in_place ? out.data() : data.data()) : nullptr;
+        w.broadcast(send, out.data(), count, dt, root).wait();
+        EXPECT_TRUE(out == data) << "broadcast result differs from the root's buffer";
+      }
+    }
+  }
+}
+
+TEST_P(Movement, Alltoall) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const int n = w.size();
+  const size_t es = gradwire::element_size(dt);
+  for (size_t per : {size_t(0), size_t(1), size_t(3), size_t(1000), size_t(40001)}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "per rank " << per << (in_place ? " in place" : ""));
+      const uint64_t seed = seed_of(dt, ReduceOp::Sum, per, 5);
+      auto send = make_input(dt, ReduceOp::Sum, per * n, w.rank(), seed);
+      std::vector<std::byte> expect(per * n * es);
+      for (int r = 0; r < n; ++r) {
+        auto theirs = make_input(dt, ReduceOp::Sum, per * n, r, seed);
+        std::memcpy(expect.data() + r * per * es, theirs.data() + w.rank() * per * es, per * es);
+      }
+      std::vector<std::byte> out(per * n * es, std::byte{0x5a});
+      if (in_place) {
+        out = send;
+        w.alltoall(out.data(), out.data(), per, dt).wait();
+      } else {
+        w.alltoall(send.data(), out.data(), per, dt).wait();
+      }
+      EXPECT_TRUE(out == expect) << "alltoall result differs";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, Movement, ::testing::ValuesIn(gradwire::kAllDataTypes),
+                         [](const auto& info) { return std::string(gradwire::to_string(info.param)); });
+
+TEST(Collectives, LargeAllreduceFloat32) {
+  auto& w = world();
+  const size_t count = (size_t(1) << 22) + 3;  // 16 MiB + 12 B
+  const uint64_t seed = 77;
+  auto input = make_input(DataType::Float32, ReduceOp::Sum, count, w.rank(), seed);
+  auto ref = reduce_reference(DataType::Float32, ReduceOp::Sum, count, w.size(), seed);
+  std::vector<std::byte> out(count * 4);
+  w.allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum).wait();
+  EXPECT_TRUE(matches(DataType::Float32, out.data(), ref, 0, count));
+  EXPECT_TRUE(identical_on_all_ranks(w, out.data(), out.size()));
+}
+
+TEST(Collectives, BarrierWaitsForTheSlowestRank) {
+  auto& w = world();
+  if (w.size() == 1) GTEST_SKIP() << "needs two ranks";
+  for (int i = 0; i < 5; ++i) w.barrier().wait();
+  const auto start = std::chrono::steady_clock::now();
+  if (w.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  w.barrier().wait();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  // A barrier cannot finish before its last rank arrived.
+  EXPECT_GE(waited, std::chrono::milliseconds(250));
+}
+
+TEST(Collectives, ManyInFlightCompleteInOrder) {
+  auto& w = world();
+  constexpr int kOps = 48;
+  std::vector<std::vector<int64_t>> bufs(kOps);
+  std::vector<gradwire::Work> works;
+  std::vector<int> order;
+  std::mutex mu;
+  for (int i = 0; i < kOps; ++i) {
+    bufs[i].assign(size_t(i * 37 + 1), int64_t(w.rank() + i));
+    works.push_back(w.allreduce(bufs[i].data(), bufs[i].data(), bufs[i].size(),
+                                DataType::Int64, ReduceOp::Sum));
+    works.back().then([&, i](std::exception_ptr e) {
+      std::lock_guard<std::mutex> lk(mu);
+      order.push_back(e ? -1 : i);
+    });
+  }
+  for (int i = kOps - 1; i >= 0; --i) works[i].wait();
+  const int64_t n = w.size();
+  for (int i = 0; i < kOps; ++i) {
+    const int64_t expect = n * (n - 1) / 2 + n * i;
+    EXPECT_EQ(bufs[i].front(), expect);
+    EXPECT_EQ(bufs[i].back(), expect);
+    EXPECT_TRUE(works[i].test());
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_EQ(order.size(), size_t(kOps));
+  for (int i = 0; i < kOps; ++i) EXPECT_EQ(order[i], i) << "collectives completed out of order";
+}
+
+TEST(Collectives, SplitIntoGroups) {
+  auto& w = world();
+  const int n = w.size();
+  std::vector<int> evens, reversed;
+  for (int r = 0; r < n; r += 2) evens.push_back(r);
+  for (int r = n - 1; r >= 0; --r) reversed.push_back(r);
+  auto g_even = w.split(evens);
+  auto g_rev = w.split(reversed);
+  EXPECT_EQ(g_even != nullptr, w.rank() % 2 == 0);
+  ASSERT_NE(g_rev, nullptr);
+  EXPECT_EQ(g_rev->rank(), n - 1 - w.rank());
+  EXPECT_EQ(g_rev->size(), n);
+
+  // Interleave collectives on three communicators from two threads: their
+  // messages must never mix.
+  std::atomic<int> failures{0};
+  std::thread t([&] {
+    for (int i = 0; i < 20; ++i) {
+      int64_t v = g_rev->rank() + 1, out = 0;
+      g_rev->allreduce(&v, &out, 1, DataType::Int64, ReduceOp::Max).wait();
+      if (out != n) ++failures;
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    int64_t v = 1, out = 0;
+    w.allreduce(&v, &out, 1, DataType::Int64, ReduceOp::Sum).wait();
+    if (out != n) ++failures;
+    if (g_even) {
+      int64_t mine = w.rank(), sum = 0;
+      g_even->allreduce(&mine, &sum, 1, DataType::Int64, ReduceOp::Sum).wait();
+      int64_t expect = 0;
+      for (int r : evens) expect += r;
+      if (sum != expect) ++failures;
+    }
+  }
+  t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(Collectives, SplitWithDifferentListsIsAMismatch) {
+  auto& w = world();
+  if (w.size() == 1) GTEST_SKIP() << "needs two ranks";
+  std::vector<int> list = {0, 1};
+  if (w.rank() == 1) list = {1, 0};
+  try {
+    w.split(list);
+    ADD_FAILURE() << "split with different lists succeeded";
+  } catch (const gradwire::Error& e) {
+    EXPECT_EQ(e.code(), gradwire::ErrorCode::Mismatch) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Collectives, BadArgumentsFailAtOnceOnTheCaller) {
+  auto& w = world();
+  float buf[8] = {};
+  auto expect_invalid = [](auto&& fn, const char* needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected InvalidArgument containing '" << needle << "'";
+    } catch (const gradwire::Error& e) {
+      EXPECT_EQ(e.code(), gradwire::ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_invalid([&] { w.allreduce(nullptr, buf, 8, DataType::Float32, ReduceOp::Sum); }, "null send");
+  expect_invalid([&] { w.broadcast(buf, buf, 8, DataType::Float32, w.size()); }, "root");
+  expect_invalid([&] { w.allreduce(buf, buf + 1, 4, DataType::Float32, ReduceOp::Sum); }, "overlap");
+  // The failed submissions consumed no sequence number: this still works.
+  int64_t one = 1, total = 0;
+  w.allreduce(&one, &total, 1, DataType::Int64, ReduceOp::Sum).wait();
+  EXPECT_EQ(total, w.size());
+}
+
+}  // namespace
+}  // namespace gwtest
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  try {
+    rank = gwtest::world().rank();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot create the world communicator: %s\n", e.what());
+    return 1;
+  }
+  // Only rank 0 narrates; the others print failures only.
+  if (rank != 0) GTEST_FLAG_SET(brief, true);
+  int rc = RUN_ALL_TESTS();
+  gwtest::reset_world();
+  return rc;
+}

@@ -1,0 +1,132 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Failure scenarios, one per mode; launched by gwlaunch (see CMakeLists).
+// Each rank exits 0 only if it saw the error it should, of the right type,
+// naming the right rank and collective, within the deadline (never a hang).
+//
+//   fault_test no-show R       rank R never starts: the others' start-up
+//                              fails with Timeout naming rank R
+//   fault_test skip            rank 1 never calls the allreduce: the others
+//                              fail with Timeout naming the allreduce
+//   fault_test peer-dies       rank 1 SIGKILLs itself: the others fail with
+//                              Timeout or PeerLost
+//   fault_test mismatch COUNT  rank r passes COUNT*(r+1) elements: every rank
+//                              fails with Mismatch or Timeout
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradwire/gradwire.h"
+
+using namespace gradwire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double timeout_s() {
+  const char* v = std::getenv("GRADWIRE_TIMEOUT_S");
+  return v ? std::atof(v) : 300.0;
+}
+int env_rank() { return std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0"); }
+
+// Checks the error; returns the process exit status.
+int judge(const char* mode, const Error* e, std::vector<ErrorCode> allowed,
+          std::vector<std::string> needles, Clock::time_point start) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const int rank = env_rank();
+  if (!e) {
+    std::fprintf(stderr, "[rank %d] %s: FAIL: no error was raised\n", rank, mode);
+    return 1;
+  }
+  bool code_ok = false;
+  for (auto c : allowed) code_ok |= e->code() == c;
+  bool text_ok = true;
+  for (auto& n : needles) text_ok &= std::string(e->what()).find(n) != std::string::npos;
+  // Within twice the deadline (plus start-up slack), like gloo's tests.
+  const bool fast = elapsed <= 2 * timeout_s() + 5;
+  std::fprintf(stderr, "[rank %d] %s: %s after %.2f s: %s\n", rank, mode,
+               code_ok && text_ok && fast ? "ok" : "FAIL", elapsed, e->what());
+  return code_ok && text_ok && fast ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const auto start = Clock::now();
+
+  if (mode == "no-show") {
+    const std::string missing = argc > 2 ? argv[2] : "?";
+    try {
+      auto comm = Communicator::create();
+      return judge("no-show", nullptr, {}, {}, start);
+    } catch (const Error& e) {
+      return judge("no-show", &e, {ErrorCode::Timeout}, {"rank " + missing}, start);
+    }
+  }
+
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = Communicator::create();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "[rank %d] start-up failed: %s\n", env_rank(), e.what());
+    return 1;
+  }
+  const int rank = comm->rank();
+  std::vector<float> buf(1024, 1.0f);
+  const auto t0 = Clock::now();
+
+  if (mode == "skip") {
+    if (rank == 1) {
+      // Never calls the collective; stays alive past the others' deadline so
+      // they see a silent peer, not a dead one.
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s() + 2));
+      return 0;
+    }
+    try {
+      comm->allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum).wait();
+      return judge("skip", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge("skip", &e, {ErrorCode::Timeout}, {"allreduce #", "rank"}, t0);
+    }
+  }
+
+  if (mode == "peer-dies") {
+    comm->barrier().wait();
+    if (rank == 1) raise(SIGKILL);
+    try {
+      for (int i = 0; i < 1000; ++i) {
+        comm->allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum)
+            .wait();
+      }
+      return judge("peer-dies", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge("peer-dies", &e, {ErrorCode::Timeout, ErrorCode::PeerLost}, {"allreduce #"}, t0);
+    }
+  }
+
+  if (mode == "mismatch") {
+    const size_t base = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1000;
+    std::vector<float> data(base * size_t(rank + 1), 1.0f);
+    try {
+      comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum)
+          .wait();
+      return judge("mismatch", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge("mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Timeout}, {"allreduce #"}, t0);
+    }
+  }
+
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}

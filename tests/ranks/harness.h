@@ -1,0 +1,48 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Shared pieces of the multi-rank tests: the world communicator (created
+// once in main from whatever launched us: mpirun or gwlaunch), reproducible
+// per-rank random inputs, and the serial reference every rank computes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gradwire/gradwire.h"
+#include "kernels/reduce_math.h"
+
+namespace gwtest {
+
+gradwire::Communicator& world();
+void reset_world();
+
+// Bytes of `count` elements of `dtype` that rank `rank` contributes to test
+// case `seed`. Every rank can compute every other rank's input.
+std::vector<std::byte> make_input(gradwire::DataType dtype, gradwire::ReduceOp op, size_t count,
+                                  int rank, uint64_t seed);
+// The reduction over ranks 0..world-1 of make_input(...) in double (floats)
+// or exact modular arithmetic (integers), converted to dtype's bytes, plus
+// the tolerance per element (0 for exact results).
+struct Reference {
+  std::vector<std::byte> bytes;
+  std::vector<double> values;     // as double
+  std::vector<double> tolerance;  // absolute, per element
+};
+Reference reduce_reference(gradwire::DataType dtype, gradwire::ReduceOp op, size_t count,
+                           int world, uint64_t seed);
+double element_as_double(gradwire::DataType dtype, const std::byte* p, size_t i);
+
+// Compares `got` (count elements) with the reference elements
+// [first, first+count): integers exactly, floats within tolerance.
+::testing::AssertionResult matches(gradwire::DataType dtype, const std::byte* got,
+                                   const Reference& ref, size_t first, size_t count);
+
+// True if every rank of `comm` holds the same bytes (checked by allgather).
+::testing::AssertionResult identical_on_all_ranks(gradwire::Communicator& comm, const void* data,
+                                                  size_t bytes);
+
+}  // namespace gwtest
