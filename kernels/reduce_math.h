@@ -21,8 +21,8 @@ GW_HD float bits_to_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 GW_HD uint32_t float_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
 // IEEE binary16 -> float32, exact (subnormals and inf included). A NaN keeps
-// its sign and payload and comes out quiet: that is what F16C's vcvtph2ps and
-// the GPU's cvt.f32.f16 do, and the CPU kernels must match them bit for bit.
+// its sign and payload and comes out quiet: that is what F16C's vcvtph2ps (and
+// GCC's _Float16) do, and the CPU SIMD kernels must match this bit for bit.
 GW_HD float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
@@ -36,7 +36,8 @@ GW_HD float half_to_float(uint16_t h) {
   } else if (mant == 0) {
     bits = sign;  // +-0
   } else {
-    // Subnormal half: value = mant * 2^-24, exact in float.
+    // Subnormal half: value = mant * 2^-24, exact in float (so a compiler
+    // that fuses this multiply into a following add changes nothing).
     float f = (float)mant * 5.9604644775390625e-08f;
     return sign ? -f : f;
   }

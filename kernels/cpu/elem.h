@@ -23,28 +23,43 @@ template <typename T>
 struct NativeElem {
   using S = T;  // storage type
   template <Op op>
-  static S reduce(S a, S b) { return apply<op, T>(a, b); }
+  static S reduce(S a, S b) {
+    return apply<op, T>(a, b);
+  }
   static S divide(S v, int divisor) { return divide_value<T>(v, divisor); }
 };
 
-template <> struct Elem<DataType::Float32> : NativeElem<float> {};
-template <> struct Elem<DataType::Float64> : NativeElem<double> {};
-template <> struct Elem<DataType::Int32> : NativeElem<int32_t> {};
-template <> struct Elem<DataType::Int64> : NativeElem<int64_t> {};
-template <> struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
+template <>
+struct Elem<DataType::Float32> : NativeElem<float> {};
+template <>
+struct Elem<DataType::Float64> : NativeElem<double> {};
+template <>
+struct Elem<DataType::Int32> : NativeElem<int32_t> {};
+template <>
+struct Elem<DataType::Int64> : NativeElem<int64_t> {};
+template <>
+struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
   template <Op op>
-  static S reduce(S a, S b) { return apply_u8<op>(a, b); }
+  static S reduce(S a, S b) {
+    return apply_u8<op>(a, b);
+  }
 };
-template <> struct Elem<DataType::Float16> {
+template <>
+struct Elem<DataType::Float16> {
   using S = uint16_t;
   template <Op op>
-  static S reduce(S a, S b) { return apply_half<op>(a, b); }
+  static S reduce(S a, S b) {
+    return apply_half<op>(a, b);
+  }
   static S divide(S v, int divisor) { return divide_half(v, divisor); }
 };
-template <> struct Elem<DataType::BFloat16> {
+template <>
+struct Elem<DataType::BFloat16> {
   using S = uint16_t;
   template <Op op>
-  static S reduce(S a, S b) { return apply_bf16<op>(a, b); }
+  static S reduce(S a, S b) {
+    return apply_bf16<op>(a, b);
+  }
   static S divide(S v, int divisor) { return divide_bf16(v, divisor); }
 };
 
@@ -69,26 +84,20 @@ inline void divide_elems(void* dst, int divisor, size_t begin, size_t end) {
 
 // A KernelTable initialiser from function templates named reduce_kernel<dt, op>,
 // divide_kernel<dt> and the four conversion functions, in the including TU.
-#define GW_KERNEL_ROW(dt)                                                              \
-  {                                                                                    \
-    &reduce_kernel<dt, ::gradwire::kernels::Op::Sum>,                                  \
-        &reduce_kernel<dt, ::gradwire::kernels::Op::Min>,                              \
-        &reduce_kernel<dt, ::gradwire::kernels::Op::Max>,                              \
-        &reduce_kernel<dt, ::gradwire::kernels::Op::Prod>                              \
+#define GW_KERNEL_ROW(dt)                                                                                   \
+  {                                                                                                         \
+    &reduce_kernel<dt, ::gradwire::kernels::Op::Sum>, &reduce_kernel<dt, ::gradwire::kernels::Op::Min>,     \
+        &reduce_kernel<dt, ::gradwire::kernels::Op::Max>, &reduce_kernel<dt, ::gradwire::kernels::Op::Prod> \
   }
-#define GW_KERNEL_TABLE()                                                              \
-  ::gradwire::kernels::cpu::KernelTable {                                              \
-    {GW_KERNEL_ROW(::gradwire::DataType::Float32), GW_KERNEL_ROW(::gradwire::DataType::Float64), \
-     GW_KERNEL_ROW(::gradwire::DataType::Float16), GW_KERNEL_ROW(::gradwire::DataType::BFloat16), \
-     GW_KERNEL_ROW(::gradwire::DataType::Int32), GW_KERNEL_ROW(::gradwire::DataType::Int64),     \
-     GW_KERNEL_ROW(::gradwire::DataType::UInt8)},                                      \
-        {&divide_kernel<::gradwire::DataType::Float32>,                                \
-         &divide_kernel<::gradwire::DataType::Float64>,                                \
-         &divide_kernel<::gradwire::DataType::Float16>,                                \
-         &divide_kernel<::gradwire::DataType::BFloat16>,                               \
-         &divide_kernel<::gradwire::DataType::Int32>,                                  \
-         &divide_kernel<::gradwire::DataType::Int64>,                                  \
-         &divide_kernel<::gradwire::DataType::UInt8>},                                 \
-        &half_to_float_kernel, &float_to_half_kernel, &bf16_to_float_kernel,           \
-        &float_to_bf16_kernel                                                          \
+#define GW_KERNEL_TABLE()                                                                               \
+  ::gradwire::kernels::cpu::KernelTable {                                                               \
+    {GW_KERNEL_ROW(::gradwire::DataType::Float32), GW_KERNEL_ROW(::gradwire::DataType::Float64),        \
+     GW_KERNEL_ROW(::gradwire::DataType::Float16), GW_KERNEL_ROW(::gradwire::DataType::BFloat16),       \
+     GW_KERNEL_ROW(::gradwire::DataType::Int32),   GW_KERNEL_ROW(::gradwire::DataType::Int64),          \
+     GW_KERNEL_ROW(::gradwire::DataType::UInt8)},                                                       \
+        {&divide_kernel<::gradwire::DataType::Float32>, &divide_kernel<::gradwire::DataType::Float64>,  \
+         &divide_kernel<::gradwire::DataType::Float16>, &divide_kernel<::gradwire::DataType::BFloat16>, \
+         &divide_kernel<::gradwire::DataType::Int32>,   &divide_kernel<::gradwire::DataType::Int64>,    \
+         &divide_kernel<::gradwire::DataType::UInt8>},                                                  \
+        &half_to_float_kernel, &float_to_half_kernel, &bf16_to_float_kernel, &float_to_bf16_kernel      \
   }

@@ -53,8 +53,10 @@ bool cpu_has(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();  // may run before libgcc's constructor (static init)
   switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
@@ -67,9 +69,12 @@ bool cpu_has(Isa isa) {
 
 const KernelTable* table_of(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return scalar_kernels();
-    case Isa::Avx2: return avx2_kernels();
-    case Isa::Avx512: return avx512_kernels();
+    case Isa::Scalar:
+      return scalar_kernels();
+    case Isa::Avx2:
+      return avx2_kernels();
+    case Isa::Avx512:
+      return avx512_kernels();
   }
   return nullptr;
 }
@@ -105,17 +110,22 @@ const KernelTable& active_table() {
 Op elem_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return Op::Sum;  // the caller divides afterwards
-    case ReduceOp::Min: return Op::Min;
-    case ReduceOp::Max: return Op::Max;
-    case ReduceOp::Prod: return Op::Prod;
+    case ReduceOp::Avg:
+      return Op::Sum;  // the caller divides afterwards
+    case ReduceOp::Min:
+      return Op::Min;
+    case ReduceOp::Max:
+      return Op::Max;
+    case ReduceOp::Prod:
+      return Op::Prod;
   }
   raise(ErrorCode::InvalidArgument, "reduce: unknown ReduceOp value {}", static_cast<int>(op));
 }
 
 int dtype_index(DataType dtype, const char* what) {
   int i = static_cast<int>(dtype);
-  if (i < 0 || i >= kNumDataTypes) raise(ErrorCode::InvalidArgument, "{}: unknown DataType value {}", what, i);
+  if (i < 0 || i >= kNumDataTypes)
+    raise(ErrorCode::InvalidArgument, "{}: unknown DataType value {}", what, i);
   return i;
 }
 
@@ -132,9 +142,12 @@ const KernelTable* scalar_kernels() { return &kScalarTable; }
 
 std::string_view to_string(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Scalar:
+      return "scalar";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -167,8 +180,8 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtyp
   size_t bytes = count * element_size(dtype);
   if (cpu::overlaps_partially(dst, a, bytes) || cpu::overlaps_partially(dst, b, bytes)) {
     raise(ErrorCode::InvalidArgument,
-          "reduce: dst partially overlaps an input ({} elements of {}); it may only alias one exactly",
-          count, to_string(dtype));
+          "reduce: dst partially overlaps an input ({} elements of {}); it may only alias one exactly", count,
+          to_string(dtype));
   }
   cpu::active_table().reduce[dt][static_cast<int>(eop)](dst, a, b, count);
 }

@@ -22,7 +22,8 @@ typedef float VF16 __attribute__((vector_size(64)));
 // maskz with a full mask compiles to the plain instructions, without GCC 12's
 // bogus -Wmaybe-uninitialized on the unmasked intrinsics' undefined operand.
 [[gnu::always_inline]] inline VF16 load_half(const uint16_t* p) {
-  return (VF16)_mm512_maskz_cvtph_ps((__mmask16)0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return (VF16)_mm512_maskz_cvtph_ps((__mmask16)0xffff,
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 [[gnu::always_inline]] inline void store_half(uint16_t* p, VF16 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),

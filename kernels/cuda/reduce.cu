@@ -3,14 +3,13 @@
 // math]: the CPU tests check these exact formulas). When dst, a and b are all
 // 16-byte aligned each thread moves 16 bytes per load (float4 for float32,
 // 8 halves, ...); otherwise one element per load.
-#include "kernels/cuda/reduce.h"
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
 
 #include "gradwire/error.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/reduce_math.h"
 
 namespace gradwire::kernels::cuda {
@@ -20,44 +19,68 @@ using kernels::Op;
 
 // Storage type and element functions per DataType (the CUDA side of
 // kernels/cpu/elem.h).
-template <DataType dt> struct Elem;
-template <typename T> struct NativeElem {
+template <DataType dt>
+struct Elem;
+template <typename T>
+struct NativeElem {
   using S = T;
-  template <Op op> __device__ static S reduce(S a, S b) { return apply<op, T>(a, b); }
+  template <Op op>
+  __device__ static S reduce(S a, S b) {
+    return apply<op, T>(a, b);
+  }
   __device__ static S divide(S v, int d) { return divide_value<T>(v, d); }
 };
-template <> struct Elem<DataType::Float32> : NativeElem<float> {};
-template <> struct Elem<DataType::Float64> : NativeElem<double> {};
-template <> struct Elem<DataType::Int32> : NativeElem<int32_t> {};
-template <> struct Elem<DataType::Int64> : NativeElem<int64_t> {};
-template <> struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
-  template <Op op> __device__ static S reduce(S a, S b) { return apply_u8<op>(a, b); }
+template <>
+struct Elem<DataType::Float32> : NativeElem<float> {};
+template <>
+struct Elem<DataType::Float64> : NativeElem<double> {};
+template <>
+struct Elem<DataType::Int32> : NativeElem<int32_t> {};
+template <>
+struct Elem<DataType::Int64> : NativeElem<int64_t> {};
+template <>
+struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
+  template <Op op>
+  __device__ static S reduce(S a, S b) {
+    return apply_u8<op>(a, b);
+  }
 };
-template <> struct Elem<DataType::Float16> {
+template <>
+struct Elem<DataType::Float16> {
   using S = uint16_t;
-  template <Op op> __device__ static S reduce(S a, S b) { return apply_half<op>(a, b); }
+  template <Op op>
+  __device__ static S reduce(S a, S b) {
+    return apply_half<op>(a, b);
+  }
   __device__ static S divide(S v, int d) { return divide_half(v, d); }
 };
-template <> struct Elem<DataType::BFloat16> {
+template <>
+struct Elem<DataType::BFloat16> {
   using S = uint16_t;
-  template <Op op> __device__ static S reduce(S a, S b) { return apply_bf16<op>(a, b); }
+  template <Op op>
+  __device__ static S reduce(S a, S b) {
+    return apply_bf16<op>(a, b);
+  }
   __device__ static S divide(S v, int d) { return divide_bf16(v, d); }
 };
 
 constexpr int kThreads = 256;
 
 // 16 bytes of S, moved as one uint4.
-template <typename S> struct Pack {
+template <typename S>
+struct Pack {
   static constexpr int kCount = 16 / sizeof(S);
   S v[kCount];
 };
-template <typename S> __device__ __forceinline__ Pack<S> load_pack(const S* p) {
+template <typename S>
+__device__ __forceinline__ Pack<S> load_pack(const S* p) {
   uint4 raw = *reinterpret_cast<const uint4*>(p);
   Pack<S> out;
   memcpy(&out, &raw, 16);
   return out;
 }
-template <typename S> __device__ __forceinline__ void store_pack(S* p, const Pack<S>& in) {
+template <typename S>
+__device__ __forceinline__ void store_pack(S* p, const Pack<S>& in) {
   uint4 raw;
   memcpy(&raw, &in, 16);
   *reinterpret_cast<uint4*>(p) = raw;
@@ -114,8 +137,8 @@ void check_launch(const char* what, DataType dtype, size_t count) {
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     fail(ErrorCode::Internal, std::string("CUDA ") + what + " of " + std::to_string(count) + " " +
-                                  std::string(to_string(dtype)) + " elements failed to launch: " +
-                                  cudaGetErrorString(err));
+                                  std::string(to_string(dtype)) +
+                                  " elements failed to launch: " + cudaGetErrorString(err));
   }
 }
 
@@ -127,7 +150,8 @@ unsigned grid_for(size_t work) {
   if (cudaGetDevice(&device) != cudaSuccess) device = 0;
   if (device != cached_device) {
     int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) sms = 128;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
+      sms = 128;
     cached_device = device;
     cached_sms = sms;
   }
@@ -157,10 +181,14 @@ template <DataType dt>
 void launch_reduce_op(void* dst, const void* a, const void* b, size_t n, ReduceOp op, cudaStream_t s) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return launch_reduce<dt, Op::Sum>(dst, a, b, n, s);
-    case ReduceOp::Min: return launch_reduce<dt, Op::Min>(dst, a, b, n, s);
-    case ReduceOp::Max: return launch_reduce<dt, Op::Max>(dst, a, b, n, s);
-    case ReduceOp::Prod: return launch_reduce<dt, Op::Prod>(dst, a, b, n, s);
+    case ReduceOp::Avg:
+      return launch_reduce<dt, Op::Sum>(dst, a, b, n, s);
+    case ReduceOp::Min:
+      return launch_reduce<dt, Op::Min>(dst, a, b, n, s);
+    case ReduceOp::Max:
+      return launch_reduce<dt, Op::Max>(dst, a, b, n, s);
+    case ReduceOp::Prod:
+      return launch_reduce<dt, Op::Prod>(dst, a, b, n, s);
   }
   fail(ErrorCode::InvalidArgument, "CUDA reduce: unknown ReduceOp value " + std::to_string((int)op));
 }
@@ -169,7 +197,8 @@ template <DataType dt>
 void launch_divide(void* dst, size_t n, int divisor, cudaStream_t stream) {
   using S = typename Elem<dt>::S;
   size_t packs = aligned16(dst) ? n / Pack<S>::kCount : 0;
-  divide_kernel<dt><<<grid_for(packs ? packs : n), kThreads, 0, stream>>>(static_cast<S*>(dst), packs, n, divisor);
+  divide_kernel<dt>
+      <<<grid_for(packs ? packs : n), kThreads, 0, stream>>>(static_cast<S*>(dst), packs, n, divisor);
 }
 
 }  // namespace
@@ -177,35 +206,68 @@ void launch_divide(void* dst, size_t n, int divisor, cudaStream_t stream) {
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
             void* stream) {
   if (count == 0) return;
-  if (!dst || !a || !b) fail(ErrorCode::InvalidArgument, "CUDA reduce: null buffer for " + std::to_string(count) + " elements");
+  if (!dst || !a || !b)
+    fail(ErrorCode::InvalidArgument, "CUDA reduce: null buffer for " + std::to_string(count) + " elements");
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DataType::Float32: launch_reduce_op<DataType::Float32>(dst, a, b, count, op, s); break;
-    case DataType::Float64: launch_reduce_op<DataType::Float64>(dst, a, b, count, op, s); break;
-    case DataType::Float16: launch_reduce_op<DataType::Float16>(dst, a, b, count, op, s); break;
-    case DataType::BFloat16: launch_reduce_op<DataType::BFloat16>(dst, a, b, count, op, s); break;
-    case DataType::Int32: launch_reduce_op<DataType::Int32>(dst, a, b, count, op, s); break;
-    case DataType::Int64: launch_reduce_op<DataType::Int64>(dst, a, b, count, op, s); break;
-    case DataType::UInt8: launch_reduce_op<DataType::UInt8>(dst, a, b, count, op, s); break;
-    default: fail(ErrorCode::InvalidArgument, "CUDA reduce: unknown DataType value " + std::to_string((int)dtype));
+    case DataType::Float32:
+      launch_reduce_op<DataType::Float32>(dst, a, b, count, op, s);
+      break;
+    case DataType::Float64:
+      launch_reduce_op<DataType::Float64>(dst, a, b, count, op, s);
+      break;
+    case DataType::Float16:
+      launch_reduce_op<DataType::Float16>(dst, a, b, count, op, s);
+      break;
+    case DataType::BFloat16:
+      launch_reduce_op<DataType::BFloat16>(dst, a, b, count, op, s);
+      break;
+    case DataType::Int32:
+      launch_reduce_op<DataType::Int32>(dst, a, b, count, op, s);
+      break;
+    case DataType::Int64:
+      launch_reduce_op<DataType::Int64>(dst, a, b, count, op, s);
+      break;
+    case DataType::UInt8:
+      launch_reduce_op<DataType::UInt8>(dst, a, b, count, op, s);
+      break;
+    default:
+      fail(ErrorCode::InvalidArgument, "CUDA reduce: unknown DataType value " + std::to_string((int)dtype));
   }
   check_launch("reduce", dtype, count);
 }
 
 void divide(void* dst, size_t count, DataType dtype, int divisor, void* stream) {
-  if (divisor < 1) fail(ErrorCode::InvalidArgument, "CUDA divide: divisor " + std::to_string(divisor) + " must be >= 1");
+  if (divisor < 1)
+    fail(ErrorCode::InvalidArgument, "CUDA divide: divisor " + std::to_string(divisor) + " must be >= 1");
   if (count == 0 || divisor == 1) return;
-  if (!dst) fail(ErrorCode::InvalidArgument, "CUDA divide: null buffer for " + std::to_string(count) + " elements");
+  if (!dst)
+    fail(ErrorCode::InvalidArgument, "CUDA divide: null buffer for " + std::to_string(count) + " elements");
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DataType::Float32: launch_divide<DataType::Float32>(dst, count, divisor, s); break;
-    case DataType::Float64: launch_divide<DataType::Float64>(dst, count, divisor, s); break;
-    case DataType::Float16: launch_divide<DataType::Float16>(dst, count, divisor, s); break;
-    case DataType::BFloat16: launch_divide<DataType::BFloat16>(dst, count, divisor, s); break;
-    case DataType::Int32: launch_divide<DataType::Int32>(dst, count, divisor, s); break;
-    case DataType::Int64: launch_divide<DataType::Int64>(dst, count, divisor, s); break;
-    case DataType::UInt8: launch_divide<DataType::UInt8>(dst, count, divisor, s); break;
-    default: fail(ErrorCode::InvalidArgument, "CUDA divide: unknown DataType value " + std::to_string((int)dtype));
+    case DataType::Float32:
+      launch_divide<DataType::Float32>(dst, count, divisor, s);
+      break;
+    case DataType::Float64:
+      launch_divide<DataType::Float64>(dst, count, divisor, s);
+      break;
+    case DataType::Float16:
+      launch_divide<DataType::Float16>(dst, count, divisor, s);
+      break;
+    case DataType::BFloat16:
+      launch_divide<DataType::BFloat16>(dst, count, divisor, s);
+      break;
+    case DataType::Int32:
+      launch_divide<DataType::Int32>(dst, count, divisor, s);
+      break;
+    case DataType::Int64:
+      launch_divide<DataType::Int64>(dst, count, divisor, s);
+      break;
+    case DataType::UInt8:
+      launch_divide<DataType::UInt8>(dst, count, divisor, s);
+      break;
+    default:
+      fail(ErrorCode::InvalidArgument, "CUDA divide: unknown DataType value " + std::to_string((int)dtype));
   }
   check_launch("divide", dtype, count);
 }

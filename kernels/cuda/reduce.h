@@ -15,8 +15,7 @@ namespace gradwire::kernels::cuda {
 // a or b exactly. Avg is treated as Sum (the caller divides afterwards).
 // Throws gradwire::Error (InvalidArgument for bad arguments, Internal if the
 // launch fails). count == 0 enqueues nothing.
-void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op,
-            void* stream);
+void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op, void* stream);
 
 // dst[i] = dst[i] / divisor (floats: true division; integers: truncation
 // toward zero); divisor >= 1.

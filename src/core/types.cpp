@@ -58,7 +58,8 @@ std::string valid_names(const Table& table) {
 }
 
 void check_shard_args(size_t count, int world, int rank) {
-  if (world < 1) raise(ErrorCode::InvalidArgument, "sharding {} elements: world size {} must be >= 1", count, world);
+  if (world < 1)
+    raise(ErrorCode::InvalidArgument, "sharding {} elements: world size {} must be >= 1", count, world);
   if (rank < 0 || rank >= world) {
     raise(ErrorCode::InvalidArgument, "sharding {} elements: rank {} is outside [0, {})", count, rank, world);
   }
@@ -68,13 +69,20 @@ void check_shard_args(size_t count, int world, int rank) {
 
 size_t element_size(DataType dtype) {
   switch (dtype) {
-    case DataType::Float32: return 4;
-    case DataType::Float64: return 8;
-    case DataType::Float16: return 2;
-    case DataType::BFloat16: return 2;
-    case DataType::Int32: return 4;
-    case DataType::Int64: return 8;
-    case DataType::UInt8: return 1;
+    case DataType::Float32:
+      return 4;
+    case DataType::Float64:
+      return 8;
+    case DataType::Float16:
+      return 2;
+    case DataType::BFloat16:
+      return 2;
+    case DataType::Int32:
+      return 4;
+    case DataType::Int64:
+      return 8;
+    case DataType::UInt8:
+      return 1;
   }
   raise(ErrorCode::InvalidArgument, "unknown DataType value {}", static_cast<int>(dtype));
 }
@@ -84,10 +92,12 @@ bool is_floating(DataType dtype) {
     case DataType::Float32:
     case DataType::Float64:
     case DataType::Float16:
-    case DataType::BFloat16: return true;
+    case DataType::BFloat16:
+      return true;
     case DataType::Int32:
     case DataType::Int64:
-    case DataType::UInt8: return false;
+    case DataType::UInt8:
+      return false;
   }
   raise(ErrorCode::InvalidArgument, "unknown DataType value {}", static_cast<int>(dtype));
 }

@@ -76,6 +76,10 @@ class Transport {
   virtual int progress() = 0;
   // Cancels every posted operation and waits (bounded) until the provider
   // confirms, so no buffer is touched afterwards. Used on errors/abort.
+  // Every pending request ends Failed (FI_ECANCELED unless it already had an
+  // error). A receive the provider does not confirm within the bound is
+  // logged; only destroying the transport (closing the endpoint) then
+  // guarantees its buffer is no longer written.
   virtual void cancel_all() = 0;
   // Forgets cached memory registrations overlapping [buf, buf+length). Call
   // before freeing memory that was passed to isend/irecv (Note [registration

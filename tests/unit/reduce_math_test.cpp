@@ -74,16 +74,28 @@ TEST(ReduceMathTest, FloatToHalfTiesAndNeighbours) {
 TEST(ReduceMathTest, FloatToHalfBoundaries) {
   const float inf = std::numeric_limits<float>::infinity();
   const float cases[] = {
-      0.0f, -0.0f, inf, -inf, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e9f, 3.4e38f,
-      std::ldexp(1.0f, -14),                  // smallest normal half
+      0.0f,
+      -0.0f,
+      inf,
+      -inf,
+      65504.0f,
+      65519.99f,
+      65520.0f,
+      65536.0f,
+      1e9f,
+      3.4e38f,
+      std::ldexp(1.0f, -14),  // smallest normal half
       std::nextafter(std::ldexp(1.0f, -14), 0.0f),
-      std::ldexp(1.0f, -24),                  // smallest subnormal half
-      std::ldexp(1.0f, -25),                  // tie between 0 and 2^-24: rounds to 0
+      std::ldexp(1.0f, -24),  // smallest subnormal half
+      std::ldexp(1.0f, -25),  // tie between 0 and 2^-24: rounds to 0
       std::nextafter(std::ldexp(1.0f, -25), 1.0f),
-      std::ldexp(1.5f, -25), std::ldexp(1.5f, -24),  // ties around the smallest subnormal
-      std::ldexp(1.0f, -26), std::ldexp(1.0f, -126), std::ldexp(1.0f, -149),  // float subnormals
-      1.0f + std::ldexp(1.0f, -11),           // tie, rounds to even (down)
-      1.0f + 3 * std::ldexp(1.0f, -11),       // tie, rounds to even (up)
+      std::ldexp(1.5f, -25),
+      std::ldexp(1.5f, -24),  // ties around the smallest subnormal
+      std::ldexp(1.0f, -26),
+      std::ldexp(1.0f, -126),
+      std::ldexp(1.0f, -149),            // float subnormals
+      1.0f + std::ldexp(1.0f, -11),      // tie, rounds to even (down)
+      1.0f + 3 * std::ldexp(1.0f, -11),  // tie, rounds to even (up)
   };
   for (float f : cases) {
     expect_float_to_half(bits(f));

@@ -312,6 +312,32 @@ TEST(TcpStore, ServerGoneIsPeerLost) {
   }
 }
 
+TEST(TcpStore, AServerThatNeverAnswersCannotHangAGet) {
+  // A listener that completes the handshake (kernel backlog) but never
+  // reads: the client gives up at its deadline plus the 1 s grace.
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  uint16_t port = ntohs(a.sin_port);
+  auto c = client(port);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c->get("k", Deadline::after(200ms), "rank 0");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Timeout);
+    EXPECT_NE(std::string(e.what()).find("not responding"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(ms_since(t0), 1150);
+  EXPECT_LT(ms_since(t0), 1800);
+  ::close(lfd);
+}
+
 TEST(TcpStore, ServerLingersForConnectedClients) {
   uint16_t port = free_port();
   auto srv = server(port, /*linger=*/3s);

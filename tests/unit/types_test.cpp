@@ -30,14 +30,14 @@ TEST(TypesTest, ParseDataTypeNames) {
     DataType dtype;
   };
   const Case cases[] = {
-      {"float32", DataType::Float32}, {"f32", DataType::Float32},   {"float", DataType::Float32},
-      {"fp32", DataType::Float32},    {"FLOAT32", DataType::Float32}, {"float64", DataType::Float64},
-      {"f64", DataType::Float64},     {"double", DataType::Float64},  {"float16", DataType::Float16},
-      {"f16", DataType::Float16},     {"half", DataType::Float16},    {"fp16", DataType::Float16},
-      {"bfloat16", DataType::BFloat16}, {"bf16", DataType::BFloat16}, {"int32", DataType::Int32},
-      {"i32", DataType::Int32},       {"int", DataType::Int32},       {"int64", DataType::Int64},
-      {"i64", DataType::Int64},       {"long", DataType::Int64},      {"uint8", DataType::UInt8},
-      {"u8", DataType::UInt8},        {"byte", DataType::UInt8},
+      {"float32", DataType::Float32},   {"f32", DataType::Float32},     {"float", DataType::Float32},
+      {"fp32", DataType::Float32},      {"FLOAT32", DataType::Float32}, {"float64", DataType::Float64},
+      {"f64", DataType::Float64},       {"double", DataType::Float64},  {"float16", DataType::Float16},
+      {"f16", DataType::Float16},       {"half", DataType::Float16},    {"fp16", DataType::Float16},
+      {"bfloat16", DataType::BFloat16}, {"bf16", DataType::BFloat16},   {"int32", DataType::Int32},
+      {"i32", DataType::Int32},         {"int", DataType::Int32},       {"int64", DataType::Int64},
+      {"i64", DataType::Int64},         {"long", DataType::Int64},      {"uint8", DataType::UInt8},
+      {"u8", DataType::UInt8},          {"byte", DataType::UInt8},
   };
   for (const auto& c : cases) EXPECT_EQ(parse_data_type(c.name), c.dtype) << c.name;
   for (DataType d : kAllDataTypes) EXPECT_EQ(parse_data_type(to_string(d)), d) << to_string(d);

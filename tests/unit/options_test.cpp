@@ -1,0 +1,109 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gradwire/error.h"
+#include "gradwire/options.h"
+
+namespace gradwire {
+namespace {
+
+// Sets a variable for one test and restores the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+void expect_invalid(const Options& o, const std::string& needle) {
+  try {
+    o.with_env_overrides().validate();
+    ADD_FAILURE() << "expected InvalidArgument mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Options, DefaultsAreValid) {
+  Options o;
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_EQ(o.timeout, std::chrono::seconds(300));
+}
+
+TEST(Options, EnvironmentOverrides) {
+  ScopedEnv a("GRADWIRE_TIMEOUT_S", "2.5");
+  ScopedEnv b("GRADWIRE_OFI_PROVIDER", "tcp;ofi_rxm");
+  ScopedEnv c("GRADWIRE_SEGMENT_BYTES", "256K");
+  ScopedEnv d("GRADWIRE_SMALL_MSG_BYTES", "1M");
+  ScopedEnv e("GRADWIRE_OFI_REGISTER", "always");
+  ScopedEnv f("GRADWIRE_LOG_LEVEL", "debug");
+  Options o = Options{}.with_env_overrides();
+  EXPECT_EQ(o.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(o.provider, "tcp;ofi_rxm");
+  EXPECT_EQ(o.segment_bytes, 256u * 1024);
+  EXPECT_EQ(o.small_message_bytes, 1u << 20);
+  EXPECT_TRUE(o.always_register);
+  EXPECT_EQ(o.log_level, "debug");
+  EXPECT_NO_THROW(o.validate());
+}
+
+TEST(Options, MalformedValuesNameTheVariable) {
+  {
+    ScopedEnv a("GRADWIRE_TIMEOUT_S", "ten");
+    expect_invalid({}, "GRADWIRE_TIMEOUT_S='ten'");
+  }
+  {
+    ScopedEnv a("GRADWIRE_TIMEOUT_S", "-1");
+    expect_invalid({}, "GRADWIRE_TIMEOUT_S");
+  }
+  {
+    ScopedEnv a("GRADWIRE_SEGMENT_BYTES", "12Q");
+    expect_invalid({}, "GRADWIRE_SEGMENT_BYTES");
+  }
+  {
+    ScopedEnv a("GRADWIRE_SEGMENT_BYTES", "100");
+    expect_invalid({}, "GRADWIRE_SEGMENT_BYTES");
+  }
+  {
+    ScopedEnv a("GRADWIRE_OFI_REGISTER", "sometimes");
+    expect_invalid({}, "GRADWIRE_OFI_REGISTER");
+  }
+  {
+    ScopedEnv a("GRADWIRE_LOG_LEVEL", "loud");
+    expect_invalid({}, "GRADWIRE_LOG_LEVEL");
+  }
+  {
+    ScopedEnv a("GRADWIRE_OFI_PROVIDER", "shm && rm -rf /");
+    expect_invalid({}, "GRADWIRE_OFI_PROVIDER");
+  }
+}
+
+TEST(Options, UnknownVariableIsAnErrorWithASuggestion) {
+  ScopedEnv a("GRADWIRE_TIMEOUT", "5");
+  expect_invalid({}, "did you mean GRADWIRE_TIMEOUT_S?");
+}
+
+TEST(Options, ExplicitFieldsAreValidated) {
+  Options o;
+  o.timeout = std::chrono::milliseconds(0);
+  EXPECT_THROW(o.validate(), Error);
+  o = Options{};
+  o.segment_bytes = 1;
+  EXPECT_THROW(o.validate(), Error);
+}
+
+}  // namespace
+}  // namespace gradwire

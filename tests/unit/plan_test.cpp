@@ -1,0 +1,102 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Planning is pure: tested here with no ranks at all.
+#include <gtest/gtest.h>
+
+#include "collectives/context.h"
+#include "collectives/plan.h"
+#include "core/setup.h"
+
+namespace gradwire::collectives {
+namespace {
+
+TEST(Plan, AllreduceAlgorithmBySize) {
+  Options o;
+  o.small_message_bytes = 64 * 1024;
+  EXPECT_EQ(choose_allreduce(1 << 20, 1, o), Algorithm::Local);
+  EXPECT_EQ(choose_allreduce(0, 4, o), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(choose_allreduce(64 * 1024, 4, o), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(choose_allreduce(64 * 1024 + 1, 4, o), Algorithm::Ring);
+  o.small_message_bytes = 0;
+  EXPECT_EQ(choose_allreduce(4, 3, o), Algorithm::Ring);
+}
+
+TEST(Plan, BroadcastAlgorithmBySize) {
+  Options o;
+  EXPECT_EQ(choose_broadcast(1 << 20, 1, o), Algorithm::Local);
+  EXPECT_EQ(choose_broadcast(100, 4, o), Algorithm::BinomialTree);
+  EXPECT_EQ(choose_broadcast(1 << 20, 2, o), Algorithm::BinomialTree);
+  EXPECT_EQ(choose_broadcast(1 << 20, 3, o), Algorithm::Chain);
+}
+
+TEST(Plan, BlocksCoverTheBufferInOrder) {
+  for (size_t count = 0; count < 40; ++count) {
+    for (int world = 1; world <= 9; ++world) {
+      Blocks b = shard_blocks(count, world);
+      size_t next = 0, max = 0;
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(b.offset[r], next);
+        next += b.count[r];
+        max = std::max(max, b.count[r]);
+        // Sizes differ by at most one element, larger ones first.
+        if (r > 0) EXPECT_LE(b.count[r], b.count[r - 1]);
+        EXPECT_LE(b.count[0] - b.count[r], 1u);
+      }
+      EXPECT_EQ(next, count);
+      EXPECT_EQ(b.max_count, max);
+    }
+  }
+}
+
+TEST(Plan, SegmentsCoverEveryBlock) {
+  const Segmentation s = segment(1000, 4, 4096, 6);
+  EXPECT_EQ(s.seg_elems, 1024u);
+  EXPECT_EQ(s.nseg, 1u);
+  const Segmentation t = segment(10000, 4, 4096, 6);
+  EXPECT_EQ(t.nseg, 10u);  // ceil(10000 / 1024)
+  for (size_t block : {size_t(0), size_t(1), size_t(1023), size_t(1024), size_t(9999), size_t(10000)}) {
+    size_t covered = 0;
+    for (size_t k = 0; k < t.nseg; ++k) {
+      Range r = segment_range(block, t, k);
+      EXPECT_EQ(r.first, std::min(block, covered));
+      covered += r.len;
+    }
+    EXPECT_EQ(covered, block) << "block " << block;
+  }
+}
+
+TEST(Plan, SegmentsStayInsideTheTagSlotSpace) {
+  // 1 TiB of float32 in 1 MiB segments on 8 ranks would need more slots
+  // than a tag holds: the plan grows the segments instead.
+  const size_t block = (size_t(1) << 40) / 4 / 8;
+  const Segmentation s = segment(block, 4, 1 << 20, 2 * 7);
+  EXPECT_LT(s.nseg * 2 * 7, size_t(kMaxSlots));
+  EXPECT_GE(s.nseg * s.seg_elems, block);
+}
+
+TEST(Plan, TagsSeparateSequenceRankAndSlot) {
+  EXPECT_NE(make_tag(1, 0, 0), make_tag(2, 0, 0));
+  EXPECT_NE(make_tag(1, 0, 0), make_tag(1, 1, 0));
+  EXPECT_NE(make_tag(1, 0, 0), make_tag(1, 0, 1));
+  EXPECT_EQ(make_tag(3, 5, 7) >> 40, 3u);
+  EXPECT_EQ((make_tag(3, 5, 7) >> 20) & 0xfffff, 5u);
+  EXPECT_EQ(make_tag(3, 5, 7) & 0xfffff, 7u);
+  // The sequence number wraps instead of spilling into the rank bits.
+  EXPECT_EQ(make_tag(1u << 24, 5, 7), make_tag(0, 5, 7));
+}
+
+TEST(Plan, FabricChoice) {
+  using setup::choose_fabric;
+  auto one = choose_fabric("", "", {"a", "a", "a"});
+  EXPECT_EQ(one.provider, "shm");
+  EXPECT_EQ(one.iface, "");
+  auto many = choose_fabric("", "", {"a", "b"});
+  EXPECT_EQ(many.provider, "tcp;ofi_rxm");
+  EXPECT_EQ(many.iface, "");
+  // A socket provider on one host stays on loopback unless told otherwise.
+  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "", {"a", "a"}).iface, "lo");
+  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "eth1", {"a", "a"}).iface, "eth1");
+  EXPECT_EQ(choose_fabric("efa", "", {"a", "b"}).provider, "efa");
+}
+
+}  // namespace
+}  // namespace gradwire::collectives
