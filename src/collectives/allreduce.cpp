@@ -49,12 +49,12 @@ void allreduce_recursive_doubling(Context& ctx, void* data_v, size_t count, Data
   int vrank;  // rank among the p ranks that exchange, or -1
   if (r < 2 * rem) {
     if (r % 2 == 0) {
-      Request s;
+      Request& s = ctx.requests(1)[0];
       ctx.send(s, r + 1, data, bytes, kFoldSlot);
       ctx.wait(s);
       vrank = -1;
     } else {
-      Request q;
+      Request& q = ctx.requests(1)[0];
       ctx.recv(q, r - 1, tmp, bytes, kFoldSlot);
       ctx.wait(q);
       combine(data, tmp, /*theirs_first=*/true, count, dtype, op);
@@ -69,7 +69,7 @@ void allreduce_recursive_doubling(Context& ctx, void* data_v, size_t count, Data
     for (int mask = 1; mask < p; mask <<= 1, ++step) {
       const int vpeer = vrank ^ mask;
       const int peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
-      Request reqs[2];
+      std::span<Request> reqs = ctx.requests(2);
       ctx.recv(reqs[0], peer, tmp, bytes, step);
       ctx.send(reqs[1], peer, data, bytes, step);
       ctx.wait_all(reqs);
@@ -78,7 +78,7 @@ void allreduce_recursive_doubling(Context& ctx, void* data_v, size_t count, Data
   }
 
   if (r < 2 * rem) {
-    Request q;
+    Request& q = ctx.requests(1)[0];
     if (r % 2 == 1) {
       ctx.send(q, r - 1, data, bytes, kUnfoldSlot);
     } else {

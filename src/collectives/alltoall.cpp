@@ -25,7 +25,7 @@ void alltoall(Context& ctx, const void* send, void* recv, size_t count_per_rank,
   }
   if (in + r * block != out + r * block) std::memcpy(out + r * block, in + r * block, block);
   if (n == 1) return;
-  std::vector<Request> reqs(2 * size_t(n - 1));
+  std::span<Request> reqs = ctx.requests(2 * size_t(n - 1));
   for (int s = 1; s < n; ++s) {
     const int from = (r - s + n) % n;
     ctx.recv(reqs[2 * (s - 1)], from, out + from * block, block, 0);

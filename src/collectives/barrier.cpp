@@ -13,7 +13,7 @@ void barrier(Context& ctx) {
   ctx.set_algorithm("dissemination");
   uint32_t round = 0;
   for (int dist = 1; dist < n; dist <<= 1, ++round) {
-    Request reqs[2];
+    std::span<Request> reqs = ctx.requests(2);
     ctx.recv(reqs[0], (r - dist + n) % n, nullptr, 0, round);
     ctx.send(reqs[1], (r + dist) % n, nullptr, 0, round);
     ctx.wait_all(reqs);

@@ -23,22 +23,19 @@ void binomial_tree(Context& ctx, const std::byte* src_root, std::byte* data, siz
   int mask = 1;
   while (mask < n) {
     if (vr & mask) {
-      Request q;
+      Request& q = ctx.requests(1)[0];
       ctx.recv(q, (vr - mask + root) % n, data, bytes, 0);
       ctx.wait(q);
       break;
     }
     mask <<= 1;
   }
-  std::vector<Request> sends;
-  sends.reserve(32);
+  std::span<Request> sends = ctx.requests(32);
+  size_t posted = 0;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < n) {
-      sends.emplace_back();
-      ctx.send(sends.back(), (vr + mask + root) % n, src, bytes, 0);
-    }
+    if (vr + mask < n) ctx.send(sends[posted++], (vr + mask + root) % n, src, bytes, 0);
   }
-  ctx.wait_all(sends);
+  ctx.wait_all(sends.first(posted));
 }
 
 void chain(Context& ctx, const std::byte* src_root, std::byte* data, size_t bytes, int root) {
@@ -52,7 +49,7 @@ void chain(Context& ctx, const std::byte* src_root, std::byte* data, size_t byte
   const size_t nseg = seg.nseg;
   const std::byte* src = vr == 0 ? src_root : data;
 
-  std::array<Request, kWindow> rreq{}, sreq{};
+  std::span<Request> rreq = ctx.requests(kWindow), sreq = ctx.requests(kWindow);
   size_t next_recv = 0, done = vr == 0 ? nseg : 0, next_send = 0;
   const size_t sends = next < 0 ? 0 : nseg;
   while (done < nseg || next_send < sends) {

@@ -21,6 +21,11 @@ std::byte* Context::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+std::span<Request> Context::requests(size_t n) {
+  request_blocks_.push_back(std::make_unique<Request[]>(n));
+  return {request_blocks_.back().get(), n};
+}
+
 void Context::send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot) {
   GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
   transport_.isend(req, peer, buf, bytes, make_tag(seq_, rank_, slot), deadline_);
@@ -65,8 +70,13 @@ void Context::check(const Request& req) const {
       raise(ErrorCode::PeerLost, "{} failed {} rank {}: {}; likely cause: rank {} died or its "
             "host is unreachable", what_, dir, req.peer, req.error, req.peer);
     }
-    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (errno {})", what_, dir, req.peer,
-          req.error, req.fi_errno);
+    // Some providers (shm's large-message protocols) report a receive that
+    // was sent more data than posted as a plain I/O error.
+    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (errno {}){}", what_, dir, req.peer,
+          req.error, req.fi_errno,
+          req.is_send ? "; likely cause: the peer failed or left"
+                      : "; likely cause: the peer sent a different amount of data (ranks called "
+                        "this collective with different counts or dtypes) or the peer failed");
   }
   if (!req.is_send && req.state == Request::State::Done && req.received != req.length) {
     raise(ErrorCode::Mismatch,

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,6 +54,13 @@ class Context {
   const std::string& what() const { return what_; }
   void set_algorithm(std::string_view name) { algorithm_ = name; }
 
+  // `n` fresh requests that live as long as this Context. Note [requests
+  // outlive the collective]: when a collective fails, the communicator
+  // cancels every posted transfer *after* the exception left the
+  // collective's frame; the transport still points at these requests then,
+  // so they must not live on that frame.
+  std::span<Request> requests(size_t n);
+
   // Scratch memory owned by the communicator, reused between collectives;
   // the pointer is valid until the next call to scratch().
   std::byte* scratch(size_t bytes);
@@ -86,6 +94,7 @@ class Context {
   std::string what_;
   std::string_view algorithm_;
   uint32_t idle_polls_ = 0;
+  std::vector<std::unique_ptr<Request[]>> request_blocks_;
   uint32_t polls_ = 0;
 };
 

@@ -43,7 +43,7 @@ void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, i
 
   auto block_ptr = [&](std::byte* base, int b) { return base + blocks.offset[b] * es; };
 
-  std::array<Request, kWindow> sreq{}, rreq{};
+  std::span<Request> sreq = ctx.requests(kWindow), rreq = ctx.requests(kWindow);
   size_t next_send = 0, next_recv = 0, done = 0;
 
   auto post_recv = [&](size_t u) {
@@ -98,6 +98,14 @@ void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, i
     while (next_send < units) {
       // Segment k of step s forwards what segment k of step s-1 brought.
       if (step_of(next_send) > first_step && done + nseg <= next_send) break;
+      // Note [sends stay a window ahead]: small sends complete at once
+      // (inject), so the request window alone does not bound how far a
+      // rank runs ahead. A provider holds only so many unexpected messages;
+      // if every rank of the ring ran ahead, all would block sending to a
+      // neighbour that is itself blocked sending: a cycle. Sending at most
+      // kWindow units beyond what we have received keeps the unreceived
+      // messages per link bounded, and the cycle impossible.
+      if (next_send >= done + kWindow) break;
       Request& sr = sreq[next_send % kWindow];
       if (sr.state == Request::State::Pending) break;
       if (sr.done()) ctx.check(sr);

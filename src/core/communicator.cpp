@@ -115,7 +115,14 @@ std::vector<std::string> CommunicatorImpl::allgather_blobs(const std::string& mi
 // ---------------------------------------------------------------- Communicator
 
 Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (impl_ && !impl_->shutdown()) {
+    // Note [a stuck engine is leaked]: its thread still uses the transport
+    // and the scratch memory; freeing them would crash it, joining it would
+    // hang this process forever.
+    (void)impl_.release();
+  }
+}
 
 std::unique_ptr<Communicator> Communicator::create(const Options& options) {
   return std::unique_ptr<Communicator>(new Communicator(setup::create_world(options)));

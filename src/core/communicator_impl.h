@@ -30,6 +30,9 @@ class CommunicatorImpl {
   Work submit(std::string_view op, const std::string& detail,
               std::function<void(collectives::Context&)> fn);
   void abort(const std::string& reason);
+  // Finishes queued work; false if the engine is stuck (then this object
+  // must be leaked, Note [a stuck engine is leaked]).
+  bool shutdown() { return engine_->shutdown(); }
   // Every rank's blob (synchronous; runs two allgathers on this communicator).
   std::vector<std::string> allgather_blobs(const std::string& mine);
 

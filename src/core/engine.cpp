@@ -3,17 +3,46 @@
 
 #include "core/logging.h"
 
+#include <cstdlib>
+
 namespace gradwire {
 
 Engine::Engine(std::string name) : name_(std::move(name)), thread_([this] { loop(); }) {}
 
 Engine::~Engine() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
+  if (thread_.joinable()) {
+    if (!shutdown()) {
+      // Only reachable if the owner ignored shutdown()'s answer.
+      log().critical("engine '{}' destroyed while stuck; aborting the process", name_);
+      std::abort();
+    }
   }
+}
+
+bool Engine::shutdown() {
+  if (!thread_.joinable()) return true;
+  std::unique_lock<std::mutex> lk(mu_);
+  stopping_ = true;
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (;;) {
+    if (exited_) break;
+    exited_cv_.wait_for(lk, std::chrono::milliseconds(100));
+    if (exited_) break;
+    if (current_) {
+      std::lock_guard<std::mutex> state_lk(current_->mu);
+      if (current_->phase == detail::WorkState::Phase::Running &&
+          Clock::now() > current_->started + current_->timeout +
+                             detail::engine_slack(current_->timeout)) {
+        log().error("engine '{}' is stuck in {} past its deadline; leaving its thread and "
+                    "resources behind so this process can exit",
+                    name_, current_->description);
+        return false;
+      }
+    }
+  }
+  lk.unlock();
+  thread_.join();
+  return true;
 }
 
 void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
@@ -30,9 +59,15 @@ void Engine::loop() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
+      if (queue_.empty()) {  // stopping and drained
+        exited_ = true;
+        current_.reset();
+        exited_cv_.notify_all();
+        return;
+      }
       item = std::move(queue_.front());
       queue_.pop_front();
+      current_ = item.first;
     }
     item.first->mark_started();
     std::exception_ptr err;

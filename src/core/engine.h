@@ -21,12 +21,22 @@ class Engine {
   using Task = std::function<void(detail::WorkState&)>;
 
   explicit Engine(std::string name);
-  // Runs what is queued (each bounded by its deadline), then stops.
+  // Stops the thread (see shutdown); must only run once shutdown() returned
+  // true, or when the thread is known to be idle.
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   void submit(std::shared_ptr<detail::WorkState> state, Task task);
+
+  // Lets the queued operations finish (each is bounded by its deadline),
+  // then joins the thread and returns true. Returns false, leaving the
+  // thread running, if an operation overran its deadline by more than
+  // engine_slack(): the thread is stuck (e.g. inside a provider call that
+  // never returns). Note [a stuck engine is leaked]: the caller must then
+  // leak the Engine and everything the thread uses, so the process can
+  // still exit instead of hanging in a join.
+  bool shutdown();
 
  private:
   void loop();
@@ -35,7 +45,10 @@ class Engine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> queue_;
+  std::condition_variable exited_cv_;
   bool stopping_ = false;
+  bool exited_ = false;
+  std::shared_ptr<detail::WorkState> current_;
   std::thread thread_;
 };
 

@@ -45,13 +45,6 @@ void WorkState::finish(std::exception_ptr err) {
 
 namespace {
 
-// The engine fails a collective at its own deadline; this slack covers the
-// time it needs to notice and to cancel transfers. Past it the engine
-// thread itself is stuck, and waiting longer would only hide that.
-std::chrono::milliseconds engine_slack(std::chrono::milliseconds timeout) {
-  return std::max(std::chrono::milliseconds(5000), timeout / 10);
-}
-
 detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
   if (!s) raise(ErrorCode::InvalidArgument, "this Work is empty (default-constructed)");
   return *s;
@@ -65,7 +58,7 @@ void Work::wait() const {
   while (s.phase != detail::WorkState::Phase::Done) {
     s.cv.wait_for(lk, std::chrono::milliseconds(100));
     if (s.phase == detail::WorkState::Phase::Running &&
-        Clock::now() > s.started + s.timeout + engine_slack(s.timeout)) {
+        Clock::now() > s.started + s.timeout + detail::engine_slack(s.timeout)) {
       double secs = std::chrono::duration<double>(Clock::now() - s.started).count();
       raise(ErrorCode::Timeout,
             "{} has been running for {:.1f} s, past its deadline of {:.1f} s: the engine thread "

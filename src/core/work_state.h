@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -12,6 +13,14 @@
 #include "core/deadline.h"
 
 namespace gradwire::detail {
+
+// How long past an operation's own deadline the engine may take before it
+// counts as stuck: the time it needs to notice the deadline and cancel
+// transfers. Past it, waiting longer would only hide a stuck engine (a
+// hung provider call, a bug), so waiters and shutdown stop waiting.
+inline std::chrono::milliseconds engine_slack(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(5000), timeout / 10);
+}
 
 // Shared between a Work (any number of copies, any thread) and the engine
 // thread that runs the operation.

@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
           .wait();
       return judge("mismatch", nullptr, {}, {}, t0);
     } catch (const Error& e) {
+      // Transport errors qualify only when they name the likely cause.
+      if (e.code() == ErrorCode::Transport) {
+        return judge("mismatch", &e, {ErrorCode::Transport}, {"allreduce #", "different counts"}, t0);
+      }
       return judge("mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Timeout}, {"allreduce #"}, t0);
     }
   }
