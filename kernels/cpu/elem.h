@@ -12,56 +12,12 @@
 
 #include "gradwire/types.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/elem.h"
 #include "kernels/reduce_math.h"
 
 namespace gradwire::kernels::cpu {
 
-template <DataType dt>
-struct Elem;
-
-template <typename T>
-struct NativeElem {
-  using S = T;  // storage type
-  template <Op op>
-  static S reduce(S a, S b) {
-    return apply<op, T>(a, b);
-  }
-  static S divide(S v, int divisor) { return divide_value<T>(v, divisor); }
-};
-
-template <>
-struct Elem<DataType::Float32> : NativeElem<float> {};
-template <>
-struct Elem<DataType::Float64> : NativeElem<double> {};
-template <>
-struct Elem<DataType::Int32> : NativeElem<int32_t> {};
-template <>
-struct Elem<DataType::Int64> : NativeElem<int64_t> {};
-template <>
-struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
-  template <Op op>
-  static S reduce(S a, S b) {
-    return apply_u8<op>(a, b);
-  }
-};
-template <>
-struct Elem<DataType::Float16> {
-  using S = uint16_t;
-  template <Op op>
-  static S reduce(S a, S b) {
-    return apply_half<op>(a, b);
-  }
-  static S divide(S v, int divisor) { return divide_half(v, divisor); }
-};
-template <>
-struct Elem<DataType::BFloat16> {
-  using S = uint16_t;
-  template <Op op>
-  static S reduce(S a, S b) {
-    return apply_bf16<op>(a, b);
-  }
-  static S divide(S v, int divisor) { return divide_bf16(v, divisor); }
-};
+using kernels::Elem;
 
 // The element loops, shared by the scalar table and the SIMD tails.
 template <DataType dt, Op op>

@@ -10,6 +10,7 @@
 
 #include "gradwire/error.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/elem.h"
 #include "kernels/reduce_math.h"
 
 namespace gradwire::kernels::cuda {
@@ -17,52 +18,8 @@ namespace {
 
 using kernels::Op;
 
-// Storage type and element functions per DataType (the CUDA side of
-// kernels/cpu/elem.h).
-template <DataType dt>
-struct Elem;
-template <typename T>
-struct NativeElem {
-  using S = T;
-  template <Op op>
-  __device__ static S reduce(S a, S b) {
-    return apply<op, T>(a, b);
-  }
-  __device__ static S divide(S v, int d) { return divide_value<T>(v, d); }
-};
-template <>
-struct Elem<DataType::Float32> : NativeElem<float> {};
-template <>
-struct Elem<DataType::Float64> : NativeElem<double> {};
-template <>
-struct Elem<DataType::Int32> : NativeElem<int32_t> {};
-template <>
-struct Elem<DataType::Int64> : NativeElem<int64_t> {};
-template <>
-struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
-  template <Op op>
-  __device__ static S reduce(S a, S b) {
-    return apply_u8<op>(a, b);
-  }
-};
-template <>
-struct Elem<DataType::Float16> {
-  using S = uint16_t;
-  template <Op op>
-  __device__ static S reduce(S a, S b) {
-    return apply_half<op>(a, b);
-  }
-  __device__ static S divide(S v, int d) { return divide_half(v, d); }
-};
-template <>
-struct Elem<DataType::BFloat16> {
-  using S = uint16_t;
-  template <Op op>
-  __device__ static S reduce(S a, S b) {
-    return apply_bf16<op>(a, b);
-  }
-  __device__ static S divide(S v, int d) { return divide_bf16(v, d); }
-};
+// Elem<dt>: kernels/elem.h, shared with the CPU kernels.
+using kernels::Elem;
 
 constexpr int kThreads = 256;
 

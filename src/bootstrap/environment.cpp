@@ -110,6 +110,20 @@ std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const cha
           addr, addr.empty() ? "empty" : "not a host name (it contains white space)");
   }
   int port = r.integer("MASTER_PORT", 1, 65535, "an integer 1..65535");
+  // Note [store port under torchrun]: a real torchrun agent already serves
+  // its own (c10d) store on MASTER_PORT, with a protocol that is not ours.
+  // Its workers see TORCHELASTIC_RUN_ID; there gradwire's store takes the
+  // next port. GRADWIRE_STORE_PORT overrides both choices.
+  if (env::get("GRADWIRE_STORE_PORT")) {
+    port = r.integer("GRADWIRE_STORE_PORT", 1, 65535, "an integer 1..65535");
+  } else if (env::get("TORCHELASTIC_RUN_ID")) {
+    if (port == 65535) {
+      raise(ErrorCode::InvalidArgument,
+            "MASTER_PORT=65535 leaves no port for gradwire's store next to torchrun's; set "
+            "GRADWIRE_STORE_PORT");
+    }
+    port += 1;
+  }
   log().debug("bootstrap: torchrun store {}:{}, rank {} of {} (local rank {}){}", addr, port,
               rank, world, local, rank == 0 ? ", serving the store" : "");
   auto store = make_tcp_store(addr, uint16_t(port), /*is_server=*/rank == 0,

@@ -74,17 +74,7 @@ void chain(Context& ctx, const std::byte* src_root, std::byte* data, size_t byte
       ++next_send;
       acted = true;
     }
-    if (!acted) {
-      const Request* blocking = nullptr;
-      if (done < next_recv) {
-        blocking = &rreq[done % kWindow];
-      } else {
-        for (auto& sr : sreq)
-          if (sr.state == Request::State::Pending) blocking = &sr;
-      }
-      GW_CHECK(blocking != nullptr, "{}: chain made no progress", ctx.what());
-      ctx.progress_or_fail(*blocking);
-    }
+    if (!acted) ctx.stalled(done < next_recv ? &rreq[done % kWindow] : nullptr, sreq);
   }
   for (auto& sr : sreq)
     if (sr.state != Request::State::Idle) ctx.wait(sr);

@@ -12,13 +12,14 @@
 
 namespace gradwire::collectives {
 
-std::byte* Context::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) {
-    scratch_.clear();
-    scratch_.shrink_to_fit();
-    scratch_.resize(bytes);
+std::byte* Context::scratch(size_t bytes, Area area) {
+  auto& buf = scratch_[size_t(area)];
+  if (buf.size() < bytes) {
+    buf.clear();
+    buf.shrink_to_fit();
+    buf.resize(bytes);
   }
-  return scratch_.data();
+  return buf.data();
 }
 
 std::span<Request> Context::requests(size_t n) {
@@ -98,6 +99,15 @@ void Context::fail_timeout(const Request& req) const {
 void Context::progress_or_fail(const Request& blocking) {
   poll();
   if ((++polls_ & 255u) == 0 && !blocking.done() && deadline_.expired()) fail_timeout(blocking);
+}
+
+void Context::stalled(const Request* oldest_recv, std::span<const Request> sends) {
+  const Request* blocking = oldest_recv;
+  for (size_t i = 0; blocking == nullptr && i < sends.size(); ++i) {
+    if (sends[i].state == Request::State::Pending) blocking = &sends[i];
+  }
+  GW_CHECK(blocking != nullptr, "{}: a pipeline made no progress and waits for nothing", what_);
+  progress_or_fail(*blocking);
 }
 
 void Context::wait(Request& req) {

@@ -5,6 +5,7 @@
 // error message.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,7 +42,7 @@ inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
 class Context {
  public:
   Context(transport::Transport& transport, int rank, int size, uint32_t seq, Deadline deadline,
-          const Options& options, std::vector<std::byte>& scratch, std::string what)
+          const Options& options, std::array<std::vector<std::byte>, 2>& scratch, std::string what)
       : transport_(transport), rank_(rank), size_(size), seq_(seq), deadline_(deadline),
         options_(options), scratch_(scratch), what_(std::move(what)) {}
 
@@ -61,9 +62,11 @@ class Context {
   // so they must not live on that frame.
   std::span<Request> requests(size_t n);
 
-  // Scratch memory owned by the communicator, reused between collectives;
-  // the pointer is valid until the next call to scratch().
-  std::byte* scratch(size_t bytes);
+  // Scratch memory owned by the communicator, reused between collectives
+  // (so steady-state training allocates nothing). Two independent areas;
+  // a pointer is valid until the next call for the same area.
+  enum class Area { Window = 0, Work = 1 };
+  std::byte* scratch(size_t bytes, Area area = Area::Window);
 
   // Post a send to / receive from `peer` in message slot `slot`.
   void send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot);
@@ -79,6 +82,9 @@ class Context {
   // poll(), and every so often check the deadline; on expiry fail naming
   // `blocking`, the request we are waiting for.
   void progress_or_fail(const Request& blocking);
+  // For pipelined loops that could do nothing this round: progress_or_fail
+  // on the oldest receive still expected (if any), else on a pending send.
+  void stalled(const Request* oldest_recv, std::span<const Request> sends);
   // Throws if `req` failed or a receive got fewer bytes than posted.
   void check(const Request& req) const;
 
@@ -90,7 +96,7 @@ class Context {
   uint32_t seq_;
   Deadline deadline_;
   const Options& options_;
-  std::vector<std::byte>& scratch_;
+  std::array<std::vector<std::byte>, 2>& scratch_;
   std::string what_;
   std::string_view algorithm_;
   uint32_t idle_polls_ = 0;

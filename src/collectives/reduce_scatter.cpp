@@ -24,13 +24,11 @@ void reduce_scatter(Context& ctx, const void* send, void* recv, size_t count, Da
     return;
   }
   ctx.set_algorithm("ring");
-  // The window of in-flight segments is taken from scratch by run_ring, so
-  // the partial-result buffer is a separate allocation that lives as long
-  // as this collective.
-  std::vector<std::byte> partials(count * es);
+  // run_ring takes its segment window from the Window area; the partial
+  // results of other ranks' blocks live in the Work area.
   RingBuffers buf;
   buf.input = in;
-  buf.work = partials.data();
+  buf.work = ctx.scratch(count * es, Context::Area::Work);
   buf.own = own;
   run_ring(ctx, blocks, dtype, op, 0, n - 1, buf);
 }

@@ -112,17 +112,7 @@ void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, i
       post_send(next_send++);
       acted = true;
     }
-    if (!acted) {
-      const Request* blocking = nullptr;
-      if (done < next_recv) {
-        blocking = &rreq[done % kWindow];
-      } else {
-        for (auto& sr : sreq)
-          if (sr.state == Request::State::Pending) blocking = &sr;
-      }
-      GW_CHECK(blocking != nullptr, "{}: ring made no progress and waits for nothing", ctx.what());
-      ctx.progress_or_fail(*blocking);
-    }
+    if (!acted) ctx.stalled(done < next_recv ? &rreq[done % kWindow] : nullptr, sreq);
   }
   for (auto& sr : sreq) {
     if (sr.state != Request::State::Idle) ctx.wait(sr);

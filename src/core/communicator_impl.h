@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -47,7 +48,7 @@ class CommunicatorImpl {
  private:
   void fail_communicator(const std::string& reason);
 
-  std::vector<std::byte> scratch_;  // engine thread only
+  std::array<std::vector<std::byte>, 2> scratch_;  // engine thread only
   std::mutex submit_mu_;
   uint32_t next_seq_ = 0;
   std::mutex state_mu_;

@@ -22,7 +22,8 @@ namespace {
 constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_TIMEOUT_S",       "GRADWIRE_OFI_PROVIDER", "GRADWIRE_OFI_IFACE",
     "GRADWIRE_SMALL_MSG_BYTES", "GRADWIRE_SEGMENT_BYTES", "GRADWIRE_OFI_REGISTER",
-    "GRADWIRE_LOG_LEVEL",       "GRADWIRE_STORE_DIR",
+    "GRADWIRE_LOG_LEVEL",       "GRADWIRE_STORE_DIR",    "GRADWIRE_STORE_PORT",
+    "GRADWIRE_CPU_KERNELS",
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {

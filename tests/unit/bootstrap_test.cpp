@@ -165,7 +165,8 @@ class FromEnvironment : public ::testing::Test {
  protected:
   static constexpr const char* kVars[] = {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADWIRE_STORE_DIR",
-      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"};
+      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "GRADWIRE_STORE_PORT", "TORCHELASTIC_RUN_ID"};
 
   void SetUp() override {
     for (const char* v : kVars) {
@@ -229,6 +230,25 @@ TEST_F(FromEnvironment, TorchrunWorldOfOne) {
   EXPECT_EQ(b->rank(), 0);
   EXPECT_EQ(b->local_rank(), 0);
   EXPECT_EQ(b->allgather("a", Deadline::after(1s)), std::vector<std::string>{"a"});
+}
+
+TEST_F(FromEnvironment, UnderTorchrunTheStoreTakesTheNextPort) {
+  // torchrun's agent serves its own store on MASTER_PORT.
+  uint16_t port = free_port();
+  torchrun_world_of_one(port);
+  set({{"TORCHELASTIC_RUN_ID", "job-1"}});
+  auto b = from_environment(options_);
+  EXPECT_EQ(b->describe(), "torchrun store 127.0.0.1:" + std::to_string(port + 1));
+}
+
+TEST_F(FromEnvironment, StorePortOverride) {
+  uint16_t port = free_port(), store_port = free_port();
+  torchrun_world_of_one(port);
+  set({{"GRADWIRE_STORE_PORT", std::to_string(store_port)}, {"TORCHELASTIC_RUN_ID", "job-1"}});
+  auto b = from_environment(options_);
+  EXPECT_EQ(b->describe(), "torchrun store 127.0.0.1:" + std::to_string(store_port));
+  set({{"GRADWIRE_STORE_PORT", "http"}});
+  expect_invalid({"GRADWIRE_STORE_PORT", "http"});
 }
 
 TEST_F(FromEnvironment, LocalRankIsOptional) {
