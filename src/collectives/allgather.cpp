@@ -16,7 +16,9 @@ void allgather(Context& ctx, const void* send, void* recv, size_t count, DataTyp
   const Blocks blocks = shard_blocks(count, n);
   auto* out = static_cast<std::byte*>(recv);
   std::byte* own = out + blocks.offset[ctx.rank()] * es;
-  if (send != own) std::memcpy(own, send, blocks.count[ctx.rank()] * es);
+  // A rank whose shard is empty may pass a null send buffer.
+  const size_t mine = blocks.count[ctx.rank()] * es;
+  if (send != own && mine > 0) std::memcpy(own, send, mine);
   if (n == 1) return;
   ctx.set_algorithm("ring");
   RingBuffers buf;

@@ -179,6 +179,7 @@ Reference reduce_reference(DataType dt, ReduceOp op, size_t count, int world, ui
   const int n = comm.size();
   std::vector<std::byte> all(bytes * n);
   comm.allgather(data, all.data(), bytes * n, DataType::UInt8).wait();
+  if (bytes == 0) return ::testing::AssertionSuccess();
   for (int r = 0; r < n; ++r) {
     if (std::memcmp(all.data() + r * bytes, data, bytes) != 0) {
       return ::testing::AssertionFailure()
