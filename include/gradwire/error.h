@@ -26,9 +26,12 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }
+  // The message without the "gradwire <Code>: " prefix that what() carries.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   ErrorCode code_;
+  std::string message_;
 };
 
 }  // namespace gradwire

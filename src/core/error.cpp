@@ -19,7 +19,9 @@ std::string_view to_string(ErrorCode code) {
 }
 
 Error::Error(ErrorCode code, const std::string& message)
-    : std::runtime_error("gradwire " + std::string(to_string(code)) + ": " + message), code_(code) {}
+    : std::runtime_error("gradwire " + std::string(to_string(code)) + ": " + message),
+      code_(code),
+      message_(message) {}
 
 const char* version() { return "0.1.0"; }
 

@@ -1,0 +1,64 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Shared pieces of gradwire-perf: arguments, buffers, the fill pattern and
+// its expected results, and the row printer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gradwire/gradwire.h"
+
+namespace gwperf {
+
+struct Args {
+  size_t min_bytes = 8, max_bytes = size_t(64) << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5;
+  bool check = true, blocking = true;
+  gradwire::DataType dtype = gradwire::DataType::Float32;
+  gradwire::ReduceOp op = gradwire::ReduceOp::Sum;
+  std::string coll = "allreduce";
+  std::string compare;  // "" or "mpi"
+  std::string json;     // output file, or ""
+};
+Args parse_args(int argc, char** argv);
+
+// The buffers of one collective at one size, laid out as gradwire's API
+// wants them (reduce_scatter/allgather shard `count` with shard_count).
+struct Buffers {
+  size_t count = 0;       // elements of the full buffer
+  size_t send_count = 0;  // elements this rank sends
+  size_t recv_count = 0;  // elements this rank receives
+  std::vector<std::byte> send, recv;
+};
+Buffers make_buffers(const Args& a, size_t bytes, int rank, int world);
+
+// Small integers every dtype holds exactly: element i of rank r is (r+i)%7,
+// so sums over a few ranks are exact in every dtype. Returns the number of
+// received elements that differ from what the collective should produce.
+int64_t count_wrong(const Args& a, const Buffers& b, int rank, int world);
+
+double bus_factor(const std::string& coll, int world);
+
+struct Row {
+  std::string impl;  // "gradwire" or "mpi"
+  size_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+  bool available = true;  // false: the implementation cannot run this case
+};
+
+// Measured single-core memory bandwidth of this machine, GB/s.
+struct MemoryBandwidth {
+  double memcpy_gbs = 0;     // bytes copied per second
+  double add_gbs = 0;        // a += b, bytes of a per second
+};
+MemoryBandwidth probe_memory_bandwidth(size_t bytes);
+
+// MPI's collective on the same buffers (only under mpirun).
+bool mpi_available();
+Row run_mpi(const Args& a, Buffers& b, int rank, int world);
+
+}  // namespace gwperf
