@@ -6,6 +6,7 @@
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
 #include "gradwire/options.h"
+#include "gradwire/reducer.h"
 #include "gradwire/types.h"
 #include "gradwire/version.h"
 #include "gradwire/work.h"

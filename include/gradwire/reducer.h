@@ -1,0 +1,306 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The gradient-bucketing engine (framework-agnostic; the libtorch adapter
+// drives it from autograd hooks). Two halves:
+//
+//  * plan_buckets: a pure function from gradient sizes, dtypes and devices to
+//    Buckets (flat buffers of gradients). Testable with no ranks at all.
+//  * Reducer: executes a plan each step. mark_ready(i) copies gradient i into
+//    its Bucket, already divided by the world size; a complete Bucket is
+//    launched at once (strictly in bucket order, Note [in-order launch]) as
+//    an allreduce of sums (or a reduce_scatter in sharded mode) through a
+//    comm hook; finalize() waits for every Bucket and writes the averages
+//    back.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradwire/communicator.h"
+#include "gradwire/types.h"
+#include "gradwire/work.h"
+
+namespace gradwire {
+
+// ---------------------------------------------------------------- planning
+
+// What the planner needs to know about one gradient.
+struct GradientSpec {
+  size_t elements = 0;
+  DataType dtype = DataType::Float32;
+  int device = -1;  // -1: host memory; >= 0: accelerator device id
+};
+
+struct BucketCaps {
+  // c10d's defaults: a small first Bucket so communication starts early in
+  // backward, then large ones so per-collective latency is amortised. Each
+  // (dtype, device) group starts with its own first Bucket.
+  size_t first_bucket_bytes = size_t(1) << 20;
+  size_t bucket_bytes = size_t(25) << 20;
+};
+
+struct PlannedBucket {
+  std::vector<size_t> gradients;  // gradient indices, in fill order
+  std::vector<size_t> offsets;    // element offset of each in the flat Bucket
+  size_t elements = 0;            // total elements of the Bucket
+  DataType dtype = DataType::Float32;
+  int device = -1;
+};
+
+struct BucketPlan {
+  struct Location {
+    size_t bucket = 0;
+    size_t offset = 0;  // elements into the Bucket
+  };
+  std::vector<PlannedBucket> buckets;  // in launch order
+  std::vector<Location> location;      // by gradient index: the inverse map
+
+  bool operator==(const BucketPlan& other) const;
+};
+
+// Assigns gradients to Buckets. `order` lists every gradient index once, in
+// the order the gradients are expected to become ready; empty means 0..n-1
+// (i.e. `gradients` is already given in reverse registration order, the
+// order autograd usually produces). Rules:
+//  * a Bucket holds one dtype and one device; each (dtype, device) group
+//    fills its own open Bucket, so interleaved groups do not fragment;
+//  * a Bucket never exceeds its cap (first_bucket_bytes for the first
+//    Bucket of a group, bucket_bytes after), except that a gradient larger
+//    than the cap gets a Bucket of its own (c10d instead lets the gradient
+//    that crosses the cap overflow the Bucket; we keep caps as upper bounds);
+//  * gradients keep `order` inside a Bucket, and Buckets are ordered by the
+//    position of their last gradient in `order`, i.e. by when they are
+//    expected to complete. (c10d orders by the first gradient; with several
+//    groups that makes a Bucket which opened early but completes late block
+//    the in-order launch of the Buckets behind it.)
+// Throws InvalidArgument if `order` is not a permutation of 0..n-1.
+BucketPlan plan_buckets(const std::vector<GradientSpec>& gradients, const BucketCaps& caps = {},
+                        const std::vector<size_t>& order = {});
+
+// The order for a rebuilt plan: `observed` (gradient indices in the order
+// they became ready, each at most once, possibly missing some) followed by
+// the missing ones in reverse index order (the default autograd order).
+std::vector<size_t> complete_ready_order(const std::vector<size_t>& observed, size_t n);
+
+// ---------------------------------------------------------------- comm hooks
+
+// Everything a comm hook needs to reduce one Bucket. `buffer` holds `count`
+// elements of `dtype`: this rank's gradients, already divided by the world
+// size, so a sum over ranks yields the average. The hook must start the
+// reduction and return a Work that completes only once the reduced values
+// are in `result` (result_count elements: the whole Bucket, or this rank's
+// shard in sharded mode). Post-processing (e.g. widening 16-bit values back)
+// belongs in a Work::then callback, which runs before the Work reads as done.
+// Hooks run on whichever thread launches the Bucket (a mark_ready caller or
+// finalize), one at a time, in bucket order; they must not call back into the
+// Reducer. Buffers stay valid until the returned Work completes.
+class BucketContext {
+ public:
+  Communicator& comm;
+  const uint64_t step;   // synchronised step (0-based)
+  const size_t index;    // Bucket index in the plan
+  const DataType dtype;
+  const size_t count;    // elements in the Bucket
+  void* const buffer;
+  void* const result;        // buffer + result_offset elements
+  const size_t result_offset;
+  const size_t result_count;
+  const bool sharded;
+  const std::vector<size_t>& gradients;  // gradient indices in this Bucket
+
+  // Memory that belongs to this Bucket, kept across steps (grown as needed),
+  // valid until the Work completes: where compression hooks put 16-bit data.
+  void* scratch(size_t bytes);
+
+  BucketContext(Communicator& comm, uint64_t step, size_t index, DataType dtype, size_t count,
+                void* buffer, size_t result_offset, size_t result_count, bool sharded,
+                const std::vector<size_t>& gradients, std::vector<std::byte>* scratch);
+
+ private:
+  std::vector<std::byte>* scratch_;
+};
+
+using CommHook = std::function<Work(BucketContext&)>;
+
+// allreduce(sum) in place, or reduce_scatter(sum) into the shard in place.
+// What the Reducer does when ReducerOptions::comm_hook is empty.
+CommHook allreduce_hook();
+// Float32 Buckets travel as float16 / bfloat16: cast into scratch, reduce in
+// 16-bit, widen into `result`. Other dtypes fall back to allreduce_hook().
+// Error: 16-bit rounding of the pre-divided values plus n-1 roundings of the
+// partial sums (every reduction step computes in float32 and rounds once), so
+// about n * 2^-11 (fp16) or n * 2^-8 (bf16) relative to the largest
+// magnitude; fp16 flushes values below ~6e-8 (after division by the world
+// size) to zero and saturates above 65504.
+CommHook fp16_compress_hook();
+CommHook bf16_compress_hook();
+
+// ---------------------------------------------------------------- the Reducer
+
+struct GradientInfo {
+  size_t elements = 0;
+  DataType dtype = DataType::Float32;  // a floating dtype; integers: InvalidArgument
+  int device = -1;                     // the Reducer runs on host memory only (for now)
+  std::string name;                    // used in error messages
+};
+
+struct ReducerOptions {
+  BucketCaps caps;
+  // After the first synchronised step, re-plan the Buckets from the order in
+  // which gradients became ready on rank 0 (broadcast, so every rank agrees).
+  bool rebuild_buckets = true;
+  // Gradients live in the Buckets: bucket_view(i) is where the framework
+  // should store gradient i, so mark_ready(i) scales in place (no copy) and
+  // finalize() writes nothing back.
+  bool gradient_as_bucket_view = false;
+  // At finalize(), gradients that were not marked ready this step count as
+  // zeros (on this rank) so every Bucket still launches. Without it, such
+  // gradients are an error that names them.
+  bool find_unused_parameters = false;
+  // reduce_scatter instead of allreduce: after finalize() this rank holds only
+  // its shard of each Bucket (see Reducer::shard).
+  bool sharded = false;
+  // Synchronise only every k-th backward pass (1 = every one); the passes in
+  // between behave as under no_sync().
+  int sync_every_k_steps = 1;
+  // Empty: allreduce_hook().
+  CommHook comm_hook;
+};
+
+// Timestamps of one synchronised step, for overlap measurements.
+struct StepStats {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  uint64_t step = 0;
+  TimePoint first_ready{};     // first mark_ready (or finalize, if none)
+  TimePoint finalize_start{};
+  TimePoint finalize_end{};
+  std::vector<TimePoint> bucket_launch;  // per Bucket
+  std::vector<TimePoint> bucket_done;    // per Bucket: its Work completed
+  std::vector<size_t> bucket_bytes;
+
+  // Total time during which some Bucket was in flight (the union of the
+  // [launch, done] intervals), and the part of it before finalize_start,
+  // i.e. hidden behind the rest of backward.
+  std::chrono::duration<double> communication_time() const;
+  std::chrono::duration<double> hidden_time() const;
+  // hidden_time / communication_time (1 when there was no communication).
+  double hidden_fraction() const;
+};
+
+// Threading contract:
+//  * mark_ready / mark_unused may run concurrently with each other from any
+//    threads (autograd worker threads), for distinct gradients.
+//  * Everything else (finalize, no_sync, set_gradient_buffer, bucket_view,
+//    shard, stats, destruction) must not overlap a mark_ready: the caller
+//    orders them, as autograd does by finishing backward before the engine's
+//    final callback runs.
+//  * Every rank must use the same gradient list and options, and mark the
+//    same set of gradients each step (or use find_unused_parameters).
+//  * The Reducer must be destroyed before its Communicator; the destructor
+//    waits (within the deadline) for Buckets still in flight.
+class Reducer {
+ public:
+  // Not collective: nothing is communicated until the first launch.
+  // `gradients` in registration order (model.parameters()); the initial plan
+  // fills Buckets in reverse registration order.
+  Reducer(Communicator& comm, std::vector<GradientInfo> gradients, ReducerOptions options = {});
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Where finalize() writes gradient i's average (unless views are in use),
+  // and what mark_ready(i) reads; kept across steps. nullptr unregisters.
+  void set_gradient_buffer(size_t i, void* grad);
+
+  // Gradient i is final for this backward pass. The first form reads `grad`
+  // now and writes the average back to it at finalize() (this step only;
+  // hence not a const pointer);
+  // the second reads the registered gradient buffer, or the bucket view.
+  // Copies (or, when `grad` is the bucket view, scales in place) the
+  // gradient divided by the world size into its Bucket, and launches every
+  // Bucket that became launchable. Does nothing while no_sync() is active or
+  // on passes skipped by sync_every_k_steps.
+  void mark_ready(size_t i, void* grad);
+  void mark_ready(size_t i);
+  // Gradient i got no gradient on this rank this step: it contributes zeros
+  // (requires find_unused_parameters). finalize() does this for every
+  // gradient left unmarked; an adapter that finds unused parameters early
+  // (after forward) should call it then, so their Buckets need not wait for
+  // finalize(). Not for a gradient that holds values accumulated under
+  // no_sync(): mark_ready it instead, or they are lost.
+  void mark_unused(size_t i);
+
+  // Ends the backward pass: treats unmarked gradients as described above,
+  // waits for every Bucket (each bounded by the communicator's deadline),
+  // writes the averages back, and on the first synchronised step rebuilds
+  // the plan. Throws gradwire::Error naming rank, step, Bucket and
+  // parameters. A no-op on passes that do not synchronise.
+  void finalize();
+
+  // RAII: while alive, backward passes accumulate locally (mark_ready does
+  // nothing, finalize() returns at once); the next synchronised step reduces
+  // the accumulated gradients. Must be created between steps.
+  class NoSync {
+   public:
+    explicit NoSync(Reducer& r);
+    ~NoSync();
+    NoSync(NoSync&& other) noexcept;
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync& operator=(NoSync&&) = delete;
+
+   private:
+    Reducer* reducer_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  // True if the current (or next) backward pass will communicate.
+  bool will_sync() const;
+
+  // Where gradient i lives in its Bucket (its result after finalize()). With
+  // gradient_as_bucket_view the framework should make gradient i alias it.
+  // Valid until the plan changes: a rebuild at the end of the first
+  // synchronised step moves every Bucket, so the adapter must fetch the views
+  // again after step 1 (plan_generation() tells it when; values are carried
+  // over to the new location), before the next backward pass. The old memory
+  // stays valid until the next synchronised finalize(), so the optimizer step
+  // may still read through stale views; writes through them are lost.
+  void* bucket_view(size_t i);
+  uint64_t plan_generation() const;
+  const BucketPlan& plan() const;
+
+  // Sharded mode: this rank's part of Bucket b after finalize(), in the
+  // Bucket's own memory. `pieces` says which parts of which gradients it
+  // covers. finalize() writes these pieces back to the gradients; their
+  // other elements are unspecified.
+  struct ShardPiece {
+    size_t gradient;      // gradient index
+    size_t offset;        // elements into the gradient
+    size_t shard_offset;  // elements into the shard
+    size_t count;
+  };
+  struct Shard {
+    size_t bucket;
+    size_t offset;  // elements into the Bucket (shard_offset(elements, size, rank))
+    size_t count;   // shard_count(elements, size, rank)
+    DataType dtype;
+    void* data;
+    std::vector<ShardPiece> pieces;
+  };
+  Shard shard(size_t bucket);
+
+  // Synchronised steps completed so far, and the last one's timestamps.
+  uint64_t step() const;
+  const StepStats& last_step_stats() const;
+  size_t size() const;  // number of gradients
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gradwire

@@ -1,0 +1,117 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Comm hooks (how one Bucket is reduced) and the step statistics.
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "core/errors.h"
+#include "gradwire/reducer.h"
+#include "kernels/cpu/reduce.h"
+
+namespace gradwire {
+
+BucketContext::BucketContext(Communicator& comm_in, uint64_t step_in, size_t index_in,
+                             DataType dtype_in, size_t count_in, void* buffer_in,
+                             size_t result_offset_in, size_t result_count_in, bool sharded_in,
+                             const std::vector<size_t>& gradients_in,
+                             std::vector<std::byte>* scratch)
+    : comm(comm_in), step(step_in), index(index_in), dtype(dtype_in), count(count_in),
+      buffer(buffer_in),
+      result(static_cast<std::byte*>(buffer_in) + result_offset_in * element_size(dtype_in)),
+      result_offset(result_offset_in), result_count(result_count_in), sharded(sharded_in),
+      gradients(gradients_in), scratch_(scratch) {}
+
+void* BucketContext::scratch(size_t bytes) {
+  // Grows only: Buckets keep their sizes across steps (until a rebuild), so
+  // this allocates on the first step and never again.
+  if (scratch_->size() < bytes) scratch_->resize(bytes);
+  return scratch_->data();
+}
+
+CommHook allreduce_hook() {
+  return [](BucketContext& c) -> Work {
+    // In place: the Bucket is both the send buffer and the result.
+    if (c.sharded) {
+      return c.comm.reduce_scatter(c.buffer, c.result, c.count, c.dtype, ReduceOp::Sum);
+    }
+    return c.comm.allreduce(c.buffer, c.buffer, c.count, c.dtype, ReduceOp::Sum);
+  };
+}
+
+namespace {
+
+// Compression: float32 -> 16 bits (into scratch) -> reduce in 16 bits ->
+// widen into the result. The values were divided by the world size before
+// narrowing (folded into mark_ready's copy), so the sum cannot overflow
+// float16 where the average does not (the reason c10d's fp16 hook divides
+// first, too).
+CommHook compress_hook(DataType wire, void (*narrow)(uint16_t*, const float*, size_t),
+                       void (*widen)(float*, const uint16_t*, size_t)) {
+  return [=](BucketContext& c) -> Work {
+    if (c.dtype != DataType::Float32) return allreduce_hook()(c);
+    auto* low = static_cast<uint16_t*>(c.scratch(c.count * sizeof(uint16_t)));
+    narrow(low, static_cast<const float*>(c.buffer), c.count);
+    Work w = c.sharded
+                 ? c.comm.reduce_scatter(low, low + c.result_offset, c.count, wire, ReduceOp::Sum)
+                 : c.comm.allreduce(low, low, c.count, wire, ReduceOp::Sum);
+    float* out = static_cast<float*>(c.result);
+    const uint16_t* in = low + c.result_offset;
+    const size_t n = c.result_count;
+    // Runs on the engine thread before the Work reads as done.
+    w.then([=](std::exception_ptr err) {
+      if (!err) widen(out, in, n);
+    });
+    return w;
+  };
+}
+
+}  // namespace
+
+CommHook fp16_compress_hook() {
+  return compress_hook(DataType::Float16, kernels::float_to_half, kernels::half_to_float);
+}
+
+CommHook bf16_compress_hook() {
+  return compress_hook(DataType::BFloat16, kernels::float_to_bf16, kernels::bf16_to_float);
+}
+
+// ---------------------------------------------------------------- StepStats
+
+namespace {
+
+using Interval = std::pair<StepStats::TimePoint, StepStats::TimePoint>;
+
+// The union of the Buckets' [launch, done] intervals, clipped to `until`.
+std::chrono::duration<double> covered(const StepStats& s, StepStats::TimePoint until) {
+  std::vector<Interval> iv;
+  for (size_t b = 0; b < s.bucket_launch.size() && b < s.bucket_done.size(); ++b) {
+    const auto lo = s.bucket_launch[b], hi = std::min(s.bucket_done[b], until);
+    if (lo < hi) iv.emplace_back(lo, hi);
+  }
+  std::sort(iv.begin(), iv.end());
+  std::chrono::duration<double> total{0};
+  StepStats::TimePoint end{};
+  for (const auto& [lo, hi] : iv) {
+    const auto from = std::max(lo, end);
+    if (hi > from) total += hi - from;
+    end = std::max(end, hi);
+  }
+  return total;
+}
+
+}  // namespace
+
+std::chrono::duration<double> StepStats::communication_time() const {
+  return covered(*this, TimePoint::max());
+}
+
+std::chrono::duration<double> StepStats::hidden_time() const {
+  return covered(*this, finalize_start);
+}
+
+double StepStats::hidden_fraction() const {
+  const double total = communication_time().count();
+  return total > 0 ? hidden_time().count() / total : 1.0;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,309 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The Reducer: construction, mark_ready and the in-order launch of Buckets
+// (Note [in-order launch] in reducer_impl.h). The end of a step is in
+// finalize.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.h"
+#include "core/logging.h"
+#include "reducer/reducer_impl.h"
+#include "reducer/scale.h"
+
+namespace gradwire {
+
+// ---------------------------------------------------------------- Impl
+
+Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
+                     ReducerOptions options)
+    : comm_(comm), rank_(comm.rank()), world_(comm.size()), options_(std::move(options)),
+      gradients_(gradients.size()) {
+  hook_ = options_.comm_hook ? options_.comm_hook : allreduce_hook();
+  if (options_.sync_every_k_steps < 1) {
+    raise(ErrorCode::InvalidArgument, "rank {}: Reducer: sync_every_k_steps must be >= 1, not {}",
+          rank_, options_.sync_every_k_steps);
+  }
+  specs_.reserve(gradients.size());
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    GradientInfo& g = gradients[i];
+    const std::string name = g.name.empty() ? fmt::format("#{}", i) : g.name;
+    if (!is_floating(g.dtype)) {
+      // The averaging is a division folded into the copy; integer
+      // gradients would silently truncate, so refuse them.
+      raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} has a {} gradient; only "
+            "floating gradients (float32, float64, float16, bfloat16) can be averaged",
+            rank_, name, to_string(g.dtype));
+    }
+    if (g.device != -1) {
+      raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on device {}; the "
+            "Reducer handles host memory only so far (device -1)", rank_, name, g.device);
+    }
+    specs_.push_back({g.elements, g.dtype, g.device});
+    gradients_[i].info = std::move(g);
+  }
+  // Registration order in, reverse registration order for the first plan:
+  // autograd produces the last layer's gradients first.
+  std::vector<size_t> order(specs_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = order.size() - 1 - k;
+  allocate(plan_buckets(specs_, options_.caps, order));
+  ready_order_.resize(gradients_.size());
+  reset_step();
+}
+
+Reducer::Impl::~Impl() {
+  // A step abandoned mid-way (an exception between mark_ready and finalize)
+  // may still have collectives writing into the Buckets.
+  wait_launched_quietly();
+}
+
+void Reducer::Impl::allocate(const BucketPlan& plan) {
+  plan_ = plan;
+  buckets_.clear();
+  for (const PlannedBucket& pb : plan_.buckets) {
+    auto b = std::make_unique<Bucket>();
+    b->elements = pb.elements;
+    b->dtype = pb.dtype;
+    b->data.resize(pb.elements * element_size(pb.dtype));
+    b->shard_offset = shard_offset(pb.elements, world_, rank_);
+    b->shard_count = shard_count(pb.elements, world_, rank_);
+    // The parts of gradients that fall into this rank's shard.
+    const size_t lo = b->shard_offset, hi = lo + b->shard_count;
+    for (size_t k = 0; k < pb.gradients.size(); ++k) {
+      const size_t g = pb.gradients[k];
+      const size_t start = pb.offsets[k], end = start + gradients_[g].info.elements;
+      const size_t from = std::max(start, lo), to = std::min(end, hi);
+      if (from < to) b->pieces.push_back({g, from - start, from - lo, to - from});
+    }
+    buckets_.push_back(std::move(b));
+  }
+  complete_.assign(buckets_.size(), false);
+}
+
+void Reducer::Impl::reset_step() {
+  for (auto& g : gradients_) {
+    g.state.store(kUnmarked, std::memory_order_relaxed);
+    g.step_dest = nullptr;
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bk = *buckets_[b];
+    bk.pending.store(plan_.buckets[b].gradients.size(), std::memory_order_relaxed);
+    bk.work = Work();
+    bk.launch_error = nullptr;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  complete_.assign(buckets_.size(), false);
+  next_launch_ = 0;
+  launching_ = false;
+  ready_count_.store(0);
+  first_ready_ns_.store(0);
+}
+
+std::byte* Reducer::Impl::slot(size_t i) {
+  const auto& loc = plan_.location[i];
+  Bucket& b = *buckets_[loc.bucket];
+  return b.data.data() + loc.offset * element_size(b.dtype);
+}
+
+std::string Reducer::Impl::where() const {
+  return fmt::format("rank {}: Reducer step {}", rank_, step_);
+}
+
+std::string Reducer::Impl::name_of(size_t i) const {
+  const std::string& n = gradients_[i].info.name;
+  return n.empty() ? fmt::format("#{}", i) : n;
+}
+
+std::string Reducer::Impl::describe_bucket(size_t b) const {
+  const PlannedBucket& pb = plan_.buckets[b];
+  std::string names;
+  const size_t shown = std::min<size_t>(pb.gradients.size(), 8);
+  for (size_t k = 0; k < shown; ++k) names += (k ? ", " : "") + name_of(pb.gradients[k]);
+  if (shown < pb.gradients.size()) {
+    names += fmt::format(" and {} more", pb.gradients.size() - shown);
+  }
+  return fmt::format("bucket {} ({} x {}: {})", b, pb.elements, to_string(pb.dtype), names);
+}
+
+void Reducer::Impl::check_index(size_t i, const char* what) const {
+  if (i >= gradients_.size()) {
+    raise(ErrorCode::InvalidArgument, "{}: {}({}) but there are only {} gradients", where(), what,
+          i, gradients_.size());
+  }
+}
+
+void Reducer::Impl::set_gradient_buffer(size_t i, void* grad) {
+  check_index(i, "set_gradient_buffer");
+  gradients_[i].buffer = grad;
+}
+
+void* Reducer::Impl::bucket_view(size_t i) {
+  check_index(i, "bucket_view");
+  return slot(i);
+}
+
+bool Reducer::Impl::will_sync() const {
+  const auto k = uint64_t(options_.sync_every_k_steps);
+  return no_sync_depth_.load() == 0 && micro_step_ % k == k - 1;
+}
+
+void Reducer::Impl::enter_no_sync() {
+  if (ready_count_.load() != 0) {
+    raise(ErrorCode::InvalidArgument, "{}: no_sync() entered in the middle of a step ({} "
+          "gradients already marked ready); enter it before backward", where(),
+          ready_count_.load());
+  }
+  no_sync_depth_.fetch_add(1);
+}
+
+// Records gradient i as ready (or unused) exactly once per step.
+void Reducer::Impl::claim(size_t i, uint8_t state) {
+  uint8_t expected = kUnmarked;
+  if (!gradients_[i].state.compare_exchange_strong(expected, state)) {
+    raise(ErrorCode::InvalidArgument, "{}: parameter {} was marked {} and then {} in the same "
+          "step; each gradient becomes ready once per backward pass (call finalize() between "
+          "steps)", where(), name_of(i), expected == kReady ? "ready" : "unused",
+          state == kReady ? "ready" : "unused");
+  }
+  const size_t pos = ready_count_.fetch_add(1);
+  ready_order_[pos] = i;
+  if (pos == 0) {
+    first_ready_ns_.store(StepStats::TimePoint::clock::now().time_since_epoch().count());
+  }
+}
+
+void Reducer::Impl::mark_ready(size_t i, void* grad, bool explicit_pointer) {
+  check_index(i, "mark_ready");
+  if (!will_sync()) return;  // the framework accumulates locally
+  Gradient& g = gradients_[i];
+  std::byte* dst = slot(i);
+  const void* src = grad;
+  if (!explicit_pointer) {
+    src = g.buffer ? g.buffer : (options_.gradient_as_bucket_view ? dst : nullptr);
+  }
+  if (src == nullptr && g.info.elements > 0) {
+    raise(ErrorCode::InvalidArgument, "{}: mark_ready({}) for parameter {} has no gradient: "
+          "pass a pointer, call set_gradient_buffer, or enable gradient_as_bucket_view",
+          where(), i, name_of(i));
+  }
+  claim(i, kReady);
+  if (explicit_pointer) g.step_dest = grad;
+  // The averaging folded into the copy; in place when the framework's
+  // gradient already is the bucket view.
+  reducer::copy_divided(dst, src, g.info.elements, g.info.dtype, world_);
+  gradient_done(i);
+}
+
+void Reducer::Impl::mark_unused(size_t i) {
+  check_index(i, "mark_unused");
+  if (!options_.find_unused_parameters) {
+    raise(ErrorCode::InvalidArgument, "{}: mark_unused({}) for parameter {} needs "
+          "find_unused_parameters=true", where(), i, name_of(i));
+  }
+  if (!will_sync()) return;
+  claim(i, kUnused);
+  // Zeros: this rank contributes nothing; ranks that used it still do.
+  std::memset(slot(i), 0, gradients_[i].info.elements * element_size(gradients_[i].info.dtype));
+  gradient_done(i);
+}
+
+void Reducer::Impl::gradient_done(size_t i) {
+  const size_t b = plan_.location[i].bucket;
+  // acq_rel: the thread that sees the count reach zero launches the Bucket,
+  // so it must see every other thread's copy into it.
+  if (buckets_[b]->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) launch_in_order(b);
+}
+
+void Reducer::Impl::launch_in_order(size_t completed_bucket) {
+  std::unique_lock<std::mutex> lk(mu_);
+  complete_[completed_bucket] = true;
+  if (launching_) return;  // the active launcher will see it
+  launching_ = true;
+  while (next_launch_ < buckets_.size() && complete_[next_launch_]) {
+    const size_t b = next_launch_;
+    lk.unlock();
+    launch(b);
+    lk.lock();
+    ++next_launch_;
+  }
+  launching_ = false;
+}
+
+// Never throws: a failure is kept for finalize(), which reports it with its
+// step and Bucket. (Throwing here would hit whichever autograd thread happened
+// to be the launcher, for some other gradient's Bucket.)
+void Reducer::Impl::launch(size_t b) {
+  Bucket& bk = *buckets_[b];
+  bk.launched_at = StepStats::TimePoint::clock::now();
+  try {
+    BucketContext ctx(comm_, step_, b, bk.dtype, bk.elements, bk.data.data(),
+                      options_.sharded ? bk.shard_offset : 0,
+                      options_.sharded ? bk.shard_count : bk.elements, options_.sharded,
+                      plan_.buckets[b].gradients, &bk.scratch);
+    Work w = hook_(ctx);
+    if (!w.valid()) {
+      raise(ErrorCode::InvalidArgument, "{}: the comm hook returned an empty Work for {}",
+            where(), describe_bucket(b));
+    }
+    Bucket* p = &bk;
+    w.then([p](std::exception_ptr) { p->done_at = StepStats::TimePoint::clock::now(); });
+    bk.work = std::move(w);
+  } catch (...) {
+    bk.launch_error = std::current_exception();
+    bk.done_at = bk.launched_at;
+    log().error("{}: launching {} failed; finalize() will report it", where(), describe_bucket(b));
+  }
+}
+
+void Reducer::Impl::wait_launched_quietly() {
+  for (auto& b : buckets_) {
+    if (!b->work.valid()) continue;
+    try {
+      b->work.wait();
+    } catch (const std::exception&) {
+      // The caller is already reporting an error of its own.
+    }
+  }
+}
+
+Reducer::Shard Reducer::Impl::shard(size_t b) {
+  if (!options_.sharded) {
+    raise(ErrorCode::InvalidArgument, "{}: shard({}) needs ReducerOptions::sharded", where(), b);
+  }
+  if (b >= buckets_.size()) {
+    raise(ErrorCode::InvalidArgument, "{}: shard({}) but there are {} Buckets", where(), b,
+          buckets_.size());
+  }
+  Bucket& bk = *buckets_[b];
+  return {b, bk.shard_offset, bk.shard_count, bk.dtype,
+          bk.data.data() + bk.shard_offset * element_size(bk.dtype), bk.pieces};
+}
+
+// ---------------------------------------------------------------- Reducer
+
+Reducer::Reducer(Communicator& comm, std::vector<GradientInfo> gradients, ReducerOptions options)
+    : impl_(std::make_unique<Impl>(comm, std::move(gradients), std::move(options))) {}
+Reducer::~Reducer() = default;
+
+void Reducer::set_gradient_buffer(size_t i, void* grad) { impl_->set_gradient_buffer(i, grad); }
+void Reducer::mark_ready(size_t i, void* grad) { impl_->mark_ready(i, grad, true); }
+void Reducer::mark_ready(size_t i) { impl_->mark_ready(i, nullptr, false); }
+void Reducer::mark_unused(size_t i) { impl_->mark_unused(i); }
+void Reducer::finalize() { impl_->finalize(); }
+bool Reducer::will_sync() const { return impl_->will_sync(); }
+void* Reducer::bucket_view(size_t i) { return impl_->bucket_view(i); }
+uint64_t Reducer::plan_generation() const { return impl_->plan_generation(); }
+const BucketPlan& Reducer::plan() const { return impl_->plan(); }
+Reducer::Shard Reducer::shard(size_t bucket) { return impl_->shard(bucket); }
+uint64_t Reducer::step() const { return impl_->step(); }
+const StepStats& Reducer::last_step_stats() const { return impl_->last_stats(); }
+size_t Reducer::size() const { return impl_->size(); }
+
+Reducer::NoSync::NoSync(Reducer& r) : reducer_(&r) { r.impl_->enter_no_sync(); }
+Reducer::NoSync::~NoSync() {
+  if (reducer_) reducer_->impl_->leave_no_sync();
+}
+Reducer::NoSync::NoSync(NoSync&& other) noexcept : reducer_(other.reducer_) {
+  other.reducer_ = nullptr;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,123 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The Reducer's state. Split over reducer.cpp (construction, mark_ready,
+// launch) and finalize.cpp (the end of a step, write-back, rebuild).
+//
+// Note [in-order launch]: every rank launches Bucket k before k+1, because
+// the communicator runs collectives in submission order and ranks must
+// submit the same sequence. A Bucket that completes early (its gradients
+// came first on this rank) waits in `complete_` until every Bucket before it
+// launched. Whoever completes the next Bucket becomes the launcher
+// (`launching_`) and launches every Bucket that is launchable in a row, with
+// mu_ released around each launch, so the hook's work (e.g. a cast to
+// float16) never blocks other threads' mark_ready; a Bucket completed by
+// another thread meanwhile is picked up by the launcher's next check.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "gradwire/reducer.h"
+
+namespace gradwire {
+
+class Reducer::Impl {
+ public:
+  Impl(Communicator& comm, std::vector<GradientInfo> gradients, ReducerOptions options);
+  ~Impl();
+
+  void set_gradient_buffer(size_t i, void* grad);
+  void mark_ready(size_t i, void* grad, bool explicit_pointer);
+  void mark_unused(size_t i);
+  void finalize();
+  bool will_sync() const;
+  void enter_no_sync();
+  void leave_no_sync() { no_sync_depth_.fetch_sub(1); }
+  void* bucket_view(size_t i);
+  Reducer::Shard shard(size_t bucket);
+
+  uint64_t step() const { return step_; }
+  uint64_t plan_generation() const { return plan_generation_; }
+  const BucketPlan& plan() const { return plan_; }
+  const StepStats& last_stats() const { return last_stats_; }
+  size_t size() const { return gradients_.size(); }
+
+ private:
+  enum : uint8_t { kUnmarked = 0, kReady = 1, kUnused = 2 };
+
+  struct Gradient {
+    GradientInfo info;
+    void* buffer = nullptr;     // set_gradient_buffer: persistent
+    void* step_dest = nullptr;  // mark_ready(i, grad): this step only
+    std::atomic<uint8_t> state{kUnmarked};
+  };
+
+  struct Bucket {
+    std::vector<std::byte> data;
+    std::vector<std::byte> scratch;  // for comm hooks (BucketContext::scratch)
+    size_t elements = 0;
+    DataType dtype = DataType::Float32;
+    size_t shard_offset = 0, shard_count = 0;  // this rank's shard
+    std::vector<Reducer::ShardPiece> pieces;   // sharded mode
+    // Per step:
+    std::atomic<size_t> pending{0};  // gradients not yet ready
+    Work work;                       // from the comm hook
+    std::exception_ptr launch_error;
+    StepStats::TimePoint launched_at{}, done_at{};
+  };
+
+  std::byte* slot(size_t i);  // gradient i's place in its Bucket
+  std::string where() const;  // "rank 1: Reducer step 3"
+  std::string name_of(size_t i) const;
+  std::string describe_bucket(size_t b) const;
+  void check_index(size_t i, const char* what) const;
+  void claim(size_t i, uint8_t state);  // unmarked -> state, or throw
+
+  void allocate(const BucketPlan& plan);
+  void reset_step();
+  void gradient_done(size_t i);
+  void launch_in_order(size_t completed_bucket);
+  void launch(size_t b);
+  void wait_launched_quietly();
+  [[noreturn]] void raise_unmarked(const std::vector<size_t>& unmarked);
+  void write_back(bool full_results);
+  bool rebuild();
+
+  Communicator& comm_;
+  const int rank_, world_;
+  ReducerOptions options_;
+  CommHook hook_;
+  std::vector<Gradient> gradients_;
+  std::vector<GradientSpec> specs_;
+
+  BucketPlan plan_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  // The Buckets before a rebuild, kept until the next step ends so a stale
+  // bucket view (the adapter has not re-fetched yet) never dangles.
+  std::vector<std::unique_ptr<Bucket>> retired_;
+  uint64_t plan_generation_ = 0;
+  bool rebuilt_ = false;
+
+  // Launch state (Note [in-order launch]); guarded by mu_.
+  std::mutex mu_;
+  std::vector<bool> complete_;
+  size_t next_launch_ = 0;
+  bool launching_ = false;
+
+  // Per step, written by mark_ready threads.
+  std::vector<size_t> ready_order_;  // gradient indices by ready position
+  std::atomic<size_t> ready_count_{0};
+  std::atomic<int64_t> first_ready_ns_{0};  // steady_clock ticks; 0 = none yet
+
+  std::atomic<int> no_sync_depth_{0};
+  uint64_t micro_step_ = 0;  // backward passes, for sync_every_k_steps
+  uint64_t step_ = 0;        // synchronised steps completed
+  StepStats last_stats_;
+};
+
+}  // namespace gradwire
