@@ -1,0 +1,316 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Data-parallel training of a small CNN on Fashion-MNIST with gradwire's
+// DistributedDataParallel. Every rank holds a replica; a distributed sampler
+// gives each rank its own shard of the training set every epoch (reshuffled
+// per epoch from a seed all ranks share); gradients are averaged during
+// backward. Rank 0 prints per-epoch progress and writes a checkpoint.
+//
+//   mpirun -np 2 build/examples/train_fashion_mnist --epochs 2
+//   build/tests/ranks/gwlaunch -n 2 -- build/examples/train_fashion_mnist
+//
+// Data: the Debian package dataset-fashion-mnist (gzipped IDX files in
+// /usr/share/datasets/fashion-mnist; scripts/install-torch installs it).
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradwire/gradwire.h"
+#include "gradwire/torch/distributed_data_parallel.h"
+
+namespace {
+
+struct Args {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string model = "cnn";
+  std::string checkpoint = "fashion_mnist_checkpoint.pt";
+  int epochs = 2;
+  int64_t batch = 64;  // per rank
+  double lr = 1e-3;
+  uint64_t seed = 1;
+  int threads = 0;          // 0: cores / ranks on this host
+  int64_t limit = 0;        // use only the first `limit` training images (0: all)
+  double min_accuracy = 0;  // exit 1 if the final test accuracy is lower (CI)
+  bool fp16 = false;        // fp16-compressed gradients
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--epochs N] [--batch B (per rank)] [--lr X] [--model cnn|mlp]\n"
+               "          [--data DIR] [--checkpoint PATH ('' = none)] [--seed S] [--threads T]\n"
+               "          [--limit N] [--min-accuracy PCT] [--fp16]\n",
+               argv0);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(argv[0]);
+      return argv[++i];
+    };
+    if (k == "--epochs") a.epochs = std::stoi(value());
+    else if (k == "--batch") a.batch = std::stoll(value());
+    else if (k == "--lr") a.lr = std::stod(value());
+    else if (k == "--model") a.model = value();
+    else if (k == "--data") a.data = value();
+    else if (k == "--checkpoint") a.checkpoint = value();
+    else if (k == "--seed") a.seed = std::stoull(value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--limit") a.limit = std::stoll(value());
+    else if (k == "--min-accuracy") a.min_accuracy = std::stod(value());
+    else if (k == "--fp16") a.fp16 = true;
+    else usage(argv[0]);
+  }
+  if (a.model != "cnn" && a.model != "mlp") usage(argv[0]);
+  return a;
+}
+
+// ---------------------------------------------------------------- data
+
+// An IDX file (gzipped or not: gzread reads both): big-endian magic
+// 0x000008TD (T = 0x08: unsigned bytes, D = number of dimensions), D
+// big-endian uint32 sizes, then the bytes.
+std::vector<uint8_t> read_idx(const std::string& path, std::vector<int64_t>& dims) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open " + path + " (install dataset-fashion-mnist)");
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
+  auto read_u32 = [&] {
+    unsigned char b[4];
+    if (gzread(f, b, 4) != 4) throw std::runtime_error(path + ": truncated header");
+    return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
+  };
+  const uint32_t magic = read_u32();
+  if ((magic >> 8) != 0x08) throw std::runtime_error(path + ": not an IDX file of bytes");
+  dims.clear();
+  size_t total = 1;
+  for (uint32_t d = 0; d < (magic & 0xff); ++d) {
+    dims.push_back(read_u32());
+    total *= size_t(dims.back());
+  }
+  std::vector<uint8_t> bytes(total);
+  if (size_t(gzread(f, bytes.data(), unsigned(total))) != total) {
+    throw std::runtime_error(path + ": truncated data");
+  }
+  return bytes;
+}
+
+struct Dataset {
+  torch::Tensor images;  // [N, 1, 28, 28] float, normalised
+  torch::Tensor labels;  // [N] int64
+  int64_t size() const { return labels.size(0); }
+};
+
+Dataset load(const std::string& dir, const std::string& split) {
+  std::vector<int64_t> idims, ldims;
+  auto img = read_idx(dir + "/" + split + "-images-idx3-ubyte.gz", idims);
+  auto lab = read_idx(dir + "/" + split + "-labels-idx1-ubyte.gz", ldims);
+  if (idims.size() != 3 || ldims.size() != 1 || idims[0] != ldims[0]) {
+    throw std::runtime_error(dir + ": " + split + " images and labels do not match");
+  }
+  Dataset d;
+  d.images = torch::from_blob(img.data(), {idims[0], 1, idims[1], idims[2]}, torch::kUInt8)
+                 .to(torch::kFloat)
+                 .div_(255.0)
+                 .sub_(0.2860)  // Fashion-MNIST's mean and standard deviation
+                 .div_(0.3530);
+  d.labels = torch::from_blob(lab.data(), {ldims[0]}, torch::kUInt8).to(torch::kLong);
+  return d;
+}
+
+// Like torch.utils.data.DistributedSampler: one permutation per epoch from
+// (seed, epoch), identical on every rank; padded by wrapping around to a
+// multiple of the world size so every rank runs the same number of steps
+// (DDP needs that); rank r takes positions r, r + world, ...
+std::vector<int64_t> shard_indices(int64_t n, int world, int rank, uint64_t seed, int epoch,
+                                   bool shuffle) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = i;
+  if (shuffle) {
+    std::mt19937_64 rng(seed * 1000003u + uint64_t(epoch));
+    std::shuffle(perm.begin(), perm.end(), rng);
+  }
+  const int64_t per_rank = (n + world - 1) / world;
+  std::vector<int64_t> mine;
+  for (int64_t k = 0; k < per_rank; ++k) mine.push_back(perm[size_t((k * world + rank) % n)]);
+  return mine;
+}
+
+// ---------------------------------------------------------------- models
+
+struct CnnImpl : torch::nn::Module {
+  CnnImpl()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)))),
+        fc1(register_module("fc1", torch::nn::Linear(32 * 7 * 7, 128))),
+        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 16 x 14 x 14
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 32 x 7 x 7
+    x = torch::relu(fc1(x.flatten(1)));
+    return fc2(torch::dropout(x, 0.25, is_training()));
+  }
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(Cnn);
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(784, 256))),
+        fc2(register_module("fc2", torch::nn::Linear(256, 128))),
+        fc3(register_module("fc3", torch::nn::Linear(128, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(fc1(x.flatten(1)));
+    return fc3(torch::relu(fc2(x)));
+  }
+  torch::nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE(Mlp);
+
+int local_ranks(int world) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) {
+    if (const char* s = std::getenv(v)) return std::max(1, std::atoi(s));
+  }
+  return world;
+}
+
+// Sums `values` over ranks (float64).
+void allreduce_sum(gradwire::Communicator& comm, std::vector<double>& values) {
+  comm.allreduce(values.data(), values.data(), values.size(), gradwire::DataType::Float64,
+                 gradwire::ReduceOp::Sum)
+      .wait();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args args = parse(argc, argv);
+  auto comm = gradwire::Communicator::create();
+  const int rank = comm->rank(), world = comm->size();
+  const int threads = args.threads > 0 ? args.threads
+                                       : std::max(1, int(std::thread::hardware_concurrency()) /
+                                                         local_ranks(world));
+  torch::set_num_threads(threads);
+  torch::manual_seed(args.seed + uint64_t(rank));  // DDP's broadcast makes replicas equal
+
+  Dataset train = load(args.data, "train"), test = load(args.data, "t10k");
+  if (args.limit > 0 && args.limit < train.size()) {
+    train.images = train.images.narrow(0, 0, args.limit);
+    train.labels = train.labels.narrow(0, 0, args.limit);
+  }
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(torch::Tensor)> forward;
+  if (args.model == "cnn") {
+    Cnn m;
+    module = m.ptr();
+    forward = [m](torch::Tensor x) mutable { return m->forward(x); };
+  } else {
+    Mlp m;
+    module = m.ptr();
+    forward = [m](torch::Tensor x) mutable { return m->forward(x); };
+  }
+  gradwire::torch::DDPOptions options;
+  if (args.fp16) options.comm_hook = gradwire::fp16_compress_hook();
+  gradwire::torch::DistributedDataParallel ddp(module, *comm, options);
+  torch::optim::Adam optimizer(module->parameters(), torch::optim::AdamOptions(args.lr));
+
+  int64_t n_params = 0;
+  for (const auto& p : module->parameters()) n_params += p.numel();
+  if (rank == 0) {
+    std::printf("fashion-mnist: %s (%lld parameters), %d ranks x batch %lld, %lld training "
+                "images, %d torch threads per rank, provider %s\n",
+                args.model.c_str(), (long long)n_params, world, (long long)args.batch,
+                (long long)train.size(), threads, comm->provider().c_str());
+    std::fflush(stdout);
+  }
+
+  // Test accuracy: each rank scores a strided shard, the counts are summed.
+  auto evaluate = [&]() {
+    torch::NoGradGuard no_grad;
+    module->eval();
+    auto idx = shard_indices(test.size(), world, rank, 0, 0, false);
+    if (test.size() % world) idx.resize(size_t(test.size() / world + (rank < test.size() % world)));
+    std::vector<double> counts{0, double(idx.size())};
+    for (size_t k = 0; k < idx.size(); k += 1000) {
+      const size_t n = std::min<size_t>(1000, idx.size() - k);
+      auto sel = torch::from_blob(idx.data() + k, {int64_t(n)}, torch::kLong);
+      auto pred = forward(test.images.index_select(0, sel)).argmax(1);
+      counts[0] += double(pred.eq(test.labels.index_select(0, sel)).sum().item<int64_t>());
+    }
+    allreduce_sum(*comm, counts);
+    module->train();
+    return 100.0 * counts[0] / counts[1];
+  };
+
+  double test_accuracy = 0;
+  for (int epoch = 0; epoch < args.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto idx = shard_indices(train.size(), world, rank, args.seed, epoch, true);
+    std::vector<double> stats{0, 0, 0};  // loss sum, correct, samples
+    double hidden = 0;
+    int64_t steps = 0;
+    for (size_t k = 0; k < idx.size(); k += size_t(args.batch)) {
+      const int64_t n = std::min<int64_t>(args.batch, int64_t(idx.size() - k));
+      auto sel = torch::from_blob(idx.data() + k, {n}, torch::kLong);
+      auto x = train.images.index_select(0, sel), y = train.labels.index_select(0, sel);
+      optimizer.zero_grad();
+      auto logits = forward(x);
+      auto loss = torch::nn::functional::cross_entropy(logits, y);
+      loss.backward();  // gradients are averaged over ranks when this returns
+      optimizer.step();
+      stats[0] += loss.item<double>() * double(n);
+      stats[1] += double(logits.argmax(1).eq(y).sum().item<int64_t>());
+      stats[2] += double(n);
+      hidden += ddp.last_step_stats().hidden_fraction();
+      ++steps;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    allreduce_sum(*comm, stats);
+    test_accuracy = evaluate();
+    if (rank == 0) {
+      std::printf("epoch %d/%d  loss %.4f  train acc %.2f%%  test acc %.2f%%  %.1f s  "
+                  "%.0f samples/s  comm hidden behind backward %.0f%%\n",
+                  epoch + 1, args.epochs, stats[0] / stats[2], 100.0 * stats[1] / stats[2],
+                  test_accuracy, seconds, stats[2] / seconds,
+                  100.0 * hidden / double(std::max<int64_t>(steps, 1)));
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0) {
+    std::printf("final test accuracy %.2f%%\n", test_accuracy);
+    if (!args.checkpoint.empty()) {
+      // One archive: the module's parameters and buffers, and the
+      // optimizer's state (Adam's moments) under "optimizer".
+      torch::serialize::OutputArchive archive, opt;
+      module->save(archive);
+      optimizer.save(opt);
+      archive.write("optimizer", opt);
+      archive.save_to(args.checkpoint);
+      std::printf("checkpoint written to %s\n", args.checkpoint.c_str());
+    }
+  }
+  comm->barrier().wait();  // nobody exits while rank 0 still writes
+  if (test_accuracy < args.min_accuracy) {
+    if (rank == 0) {
+      std::fprintf(stderr, "test accuracy %.2f%% is below --min-accuracy %.2f%%\n",
+                   test_accuracy, args.min_accuracy);
+    }
+    return 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,37 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Construction-time agreement between ranks: every rank holds the same
+// parameters and buffers (checked by fingerprint), and rank 0's values are
+// broadcast to the others.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "gradwire/communicator.h"
+#include "gradwire/types.h"
+
+namespace gradwire::torch::detail {
+
+struct TensorEntry {
+  std::string name;
+  ::torch::Tensor tensor;
+  bool buffer = false;
+};
+
+// "parameter fc.weight [10, 20] float32 cpu" (requires_grad noted if off).
+std::string describe(const TensorEntry& e);
+
+// gradwire's DataType for a floating tensor dtype; InvalidArgument otherwise.
+DataType gradient_dtype(const ::torch::Tensor& t, const std::string& name);
+
+// Collective. Throws Mismatch on every rank if the entries differ anywhere,
+// naming the first differing entry and what each disagreeing rank holds.
+void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries);
+
+// Collective: every tensor gets root's values (bytes; any dtype). Host
+// tensors only (InvalidArgument naming `what` otherwise).
+void broadcast_tensors(Communicator& comm, const std::vector<TensorEntry>& entries, int root);
+
+}  // namespace gradwire::torch::detail

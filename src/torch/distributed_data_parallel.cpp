@@ -1,0 +1,276 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The libtorch adapter: autograd hooks drive the Reducer (Note [ddp hooks]
+// in gradwire/torch/distributed_data_parallel.h).
+#include "gradwire/torch/distributed_data_parallel.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/types.h>
+
+#include <atomic>
+#include <utility>
+
+#include "consistency.h"
+#include "gradwire/error.h"
+
+namespace gradwire::torch {
+
+namespace autograd = ::torch::autograd;
+using detail::TensorEntry;
+
+struct DistributedDataParallel::State {
+  using NodePtr =
+      decltype(autograd::impl::grad_accumulator(std::declval<const ::torch::Tensor&>()));
+
+  State(Communicator& c, DDPOptions o) : comm(c), options(std::move(o)) {}
+
+  Communicator& comm;
+  DDPOptions options;
+  std::vector<std::string> names;      // parameters in the reduction
+  std::vector<::torch::Tensor> params;
+  std::vector<TensorEntry> buffers;
+  // The Variable holds its gradient accumulator only weakly; keeping it
+  // alive keeps our hook on the node autograd will use (as c10d does).
+  std::vector<NodePtr> accumulators;
+  std::vector<uintptr_t> hook_keys;
+  std::unique_ptr<Reducer> reducer;
+  // gradient_as_bucket_view: parameter i's Bucket memory as a tensor, for
+  // the plan generation `views_generation`.
+  std::vector<::torch::Tensor> views;
+  uint64_t views_generation = 0;
+  // Per backward pass: which parameters' hooks fired, and whether the final
+  // callback is queued. Hooks may run on autograd worker threads.
+  std::unique_ptr<std::atomic<bool>[]> marked;
+  std::atomic<bool> callback_queued{false};
+
+  void on_gradient(size_t i);
+  void on_backward_done();
+  void hand_over(size_t i, ::torch::Tensor& grad);
+  void refresh_views();
+  std::string where() const {
+    return "rank " + std::to_string(comm.rank()) + ": DistributedDataParallel";
+  }
+};
+
+namespace {
+
+::torch::Tensor view_of(Reducer& reducer, size_t i, const ::torch::Tensor& param) {
+  // Non-owning: the Reducer owns Bucket memory and keeps it valid until the
+  // next synchronised finalize() after a rebuild (refresh_views runs first).
+  return ::torch::from_blob(reducer.bucket_view(i), param.sizes(),
+                            ::torch::TensorOptions().dtype(param.scalar_type()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- construction
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Module> module,
+                                                 Communicator& comm, DDPOptions options)
+    : module_(std::move(module)), state_(std::make_shared<State>(comm, std::move(options))) {
+  if (!module_) {
+    throw Error(ErrorCode::InvalidArgument, state_->where() + ": the module is null");
+  }
+  State& s = *state_;
+  std::vector<TensorEntry> entries;
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    entries.push_back({item.key(), item.value(), false});
+  }
+  const size_t n_params = entries.size();
+  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+    entries.push_back({item.key(), item.value(), true});
+    s.buffers.push_back(entries.back());
+  }
+  detail::check_same_entries(comm, entries);  // Note [parameter check]
+  if (s.options.broadcast_from_rank0) {
+    detail::broadcast_tensors(comm, entries, 0);
+  } else {
+    for (const auto& e : entries) {
+      if (!e.tensor.device().is_cpu()) {
+        throw Error(ErrorCode::InvalidArgument, s.where() + ": " + detail::describe(e) +
+                                                    " is not in host memory; only CPU tensors "
+                                                    "are supported so far");
+      }
+    }
+  }
+
+  std::vector<GradientInfo> infos;
+  for (size_t k = 0; k < n_params; ++k) {
+    const TensorEntry& e = entries[k];
+    if (!e.tensor.requires_grad()) continue;  // frozen: broadcast, not reduced
+    if (e.tensor.layout() != ::torch::kStrided) {
+      throw Error(ErrorCode::InvalidArgument,
+                  s.where() + ": " + detail::describe(e) + " is not a dense tensor");
+    }
+    infos.push_back({size_t(e.tensor.numel()), detail::gradient_dtype(e.tensor, e.name), -1,
+                     e.name});
+    s.names.push_back(e.name);
+    s.params.push_back(e.tensor);
+  }
+  ReducerOptions ro;
+  ro.caps = s.options.caps;
+  ro.rebuild_buckets = s.options.rebuild_buckets;
+  ro.gradient_as_bucket_view = s.options.gradient_as_bucket_view;
+  ro.find_unused_parameters = s.options.find_unused_parameters;
+  ro.sharded = s.options.sharded;
+  ro.sync_every_k_steps = s.options.sync_every_k_steps;
+  ro.comm_hook = s.options.comm_hook;
+  s.reducer = std::make_unique<Reducer>(comm, std::move(infos), std::move(ro));
+  s.marked = std::make_unique<std::atomic<bool>[]>(s.params.size());
+  for (size_t i = 0; i < s.params.size(); ++i) s.marked[i] = false;
+  if (s.options.gradient_as_bucket_view) s.refresh_views();
+
+  State* raw = state_.get();  // the hooks are removed in the destructor
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = autograd::impl::grad_accumulator(s.params[i]);
+    if (!acc) {
+      throw Error(ErrorCode::InvalidArgument,
+                  s.where() + ": parameter " + s.names[i] + " has no gradient accumulator "
+                  "(is it a leaf tensor that requires grad?)");
+    }
+    s.hook_keys.push_back(acc->add_post_hook(std::make_unique<autograd::utils::LambdaPostHook>(
+        [raw, i](const autograd::variable_list& outputs, const autograd::variable_list&) {
+          raw->on_gradient(i);
+          return outputs;
+        })));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  State& s = *state_;
+  for (size_t i = 0; i < s.accumulators.size(); ++i) {
+    s.accumulators[i]->del_post_hook(s.hook_keys[i]);
+  }
+  if (s.options.gradient_as_bucket_view) {
+    // .grad must not outlive the Bucket memory it aliases.
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      ::torch::Tensor& g = s.params[i].mutable_grad();
+      if (g.defined() && g.data_ptr() == s.views[i].data_ptr()) g = g.clone();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- hooks
+
+// On an autograd thread, right after AccumulateGrad wrote .grad.
+void DistributedDataParallel::State::on_gradient(size_t i) {
+  if (!callback_queued.exchange(true)) {
+    // Runs once the whole backward pass is done, on the thread that called
+    // backward(); its exception (if any) is what backward() throws.
+    autograd::Engine::get_default_engine().queue_callback([this] { on_backward_done(); });
+  }
+  marked[i].store(true, std::memory_order_relaxed);
+  if (!reducer->will_sync()) return;  // no_sync(): .grad accumulates locally
+  ::torch::Tensor& grad = params[i].mutable_grad();
+  if (!grad.defined()) return;  // finalize() treats it as unused
+  try {
+    hand_over(i, grad);
+  } catch (...) {
+    // backward() fails with this; autograd then drops the final callback,
+    // so let the next backward queue its own. (The step itself is lost:
+    // after an error from backward(), rebuild the DistributedDataParallel.)
+    callback_queued.store(false);
+    throw;
+  }
+}
+
+// Gives gradient i (in `grad`, which is params[i]'s .grad) to the Reducer.
+void DistributedDataParallel::State::hand_over(size_t i, ::torch::Tensor& grad) {
+  at::NoGradGuard no_grad;
+  if (grad.layout() != ::torch::kStrided || grad.scalar_type() != params[i].scalar_type() ||
+      !grad.device().is_cpu()) {
+    throw Error(ErrorCode::InvalidArgument,
+                where() + ": parameter " + names[i] + " got a " +
+                    std::string(c10::toString(grad.scalar_type())) + " gradient on " +
+                    grad.device().str() + (grad.is_sparse() ? " (sparse)" : "") +
+                    "; only dense host gradients of the parameter's dtype can be reduced");
+  }
+  if (options.gradient_as_bucket_view) {
+    ::torch::Tensor& view = views[i];
+    if (grad.data_ptr() != view.data_ptr()) {
+      // First step, or zero_grad() set .grad to none: copy once, then
+      // alias, so later backward passes accumulate straight into the Bucket.
+      view.copy_(grad);
+      grad = view;
+    }
+    reducer->mark_ready(i);  // scales in place
+    return;
+  }
+  if (!grad.is_contiguous()) grad = grad.contiguous();
+  // finalize() writes the average back into this memory.
+  reducer->mark_ready(i, grad.data_ptr());
+}
+
+void DistributedDataParallel::State::on_backward_done() {
+  callback_queued.store(false);
+  std::vector<size_t> unmarked;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!marked[i].exchange(false, std::memory_order_relaxed)) unmarked.push_back(i);
+  }
+  if (options.find_unused_parameters && reducer->will_sync()) {
+    // Note [unused parameters] in src/reducer/finalize.cpp: every rank must
+    // launch every Bucket. Handing over a zero gradient (or what .grad holds,
+    // e.g. values accumulated under no_sync) also gives the parameter the
+    // average over ranks, which the Reducer's own zero-filling would not
+    // write anywhere.
+    at::NoGradGuard no_grad;
+    for (size_t i : unmarked) {
+      ::torch::Tensor& grad = params[i].mutable_grad();
+      if (!grad.defined()) {
+        grad = options.gradient_as_bucket_view ? views[i].zero_()
+                                               : ::torch::zeros_like(params[i]);
+      }
+      hand_over(i, grad);
+    }
+  }
+  reducer->finalize();
+  if (options.gradient_as_bucket_view && reducer->plan_generation() != views_generation) {
+    refresh_views();
+  }
+}
+
+// After a rebuild every Bucket moved; the Reducer carried the values over.
+void DistributedDataParallel::State::refresh_views() {
+  at::NoGradGuard no_grad;
+  const bool first = views.empty();
+  views.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ::torch::Tensor old = views[i];
+    views[i] = view_of(*reducer, i, params[i]);
+    ::torch::Tensor& grad = params[i].mutable_grad();
+    if (first) {
+      // A gradient the parameter already holds moves into its Bucket now.
+      if (grad.defined()) {
+        views[i].copy_(grad);
+        grad = views[i];
+      }
+    } else if (grad.defined() && old.defined() && grad.data_ptr() == old.data_ptr()) {
+      grad = views[i];
+    }
+  }
+  views_generation = reducer->plan_generation();
+}
+
+// ---------------------------------------------------------------- accessors
+
+Reducer::NoSync DistributedDataParallel::no_sync() { return state_->reducer->no_sync(); }
+
+void DistributedDataParallel::broadcast_buffers(int root) {
+  detail::broadcast_tensors(state_->comm, state_->buffers, root);
+}
+
+Reducer& DistributedDataParallel::reducer() { return *state_->reducer; }
+
+const StepStats& DistributedDataParallel::last_step_stats() const {
+  return state_->reducer->last_step_stats();
+}
+
+const std::vector<std::string>& DistributedDataParallel::parameter_names() const {
+  return state_->names;
+}
+
+}  // namespace gradwire::torch
