@@ -298,18 +298,4 @@ TEST(Collectives, BadArgumentsFailAtOnceOnTheCaller) {
 }  // namespace
 }  // namespace gwtest
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  int rank = 0;
-  try {
-    rank = gwtest::world().rank();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot create the world communicator: %s\n", e.what());
-    return 1;
-  }
-  // Only rank 0 narrates; the others print failures only.
-  if (rank != 0) GTEST_FLAG_SET(brief, true);
-  int rc = RUN_ALL_TESTS();
-  gwtest::reset_world();
-  return rc;
-}
+int main(int argc, char** argv) { return gwtest::run_rank_tests(argc, argv); }

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -53,6 +54,21 @@ gradwire::Communicator& world() {
   return *g_world;
 }
 void reset_world() { g_world.reset(); }
+
+int run_rank_tests(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  try {
+    rank = world().rank();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cannot create the world communicator: %s\n", e.what());
+    return 1;
+  }
+  if (rank != 0) GTEST_FLAG_SET(brief, true);
+  const int rc = RUN_ALL_TESTS();
+  reset_world();
+  return rc;
+}
 
 double element_as_double(DataType dt, const std::byte* p, size_t i) {
   switch (dt) {

@@ -17,6 +17,11 @@
 
 namespace gwtest {
 
+// The gtest main of a multi-rank test binary: creates the world from the
+// launcher's environment (failing clearly if it cannot), lets only rank 0
+// narrate (the others print failures only), runs every test, tears down.
+int run_rank_tests(int argc, char** argv);
+
 gradwire::Communicator& world();
 void reset_world();
 
