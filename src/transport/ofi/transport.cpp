@@ -19,7 +19,11 @@
 // touches its buffer. The first error of any piece is the one reported.
 #include "transport/ofi/transport.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <bit>
 #include <climits>
 #include <cstddef>
@@ -316,6 +320,24 @@ class OfiTransport final : public Transport {
     }
   }
 
+  // Note [unique shm names]: libfabric's shm names an endpoint's shared
+  // memory region after the process id ("<pid>:<index>:..." in /dev/shm). A
+  // process killed before it closed its endpoint leaves its region behind,
+  // and a later process that gets the same pid fails fi_enable with EBUSY.
+  // A name with a random part cannot collide with such leftovers (EFA names
+  // its shm endpoints itself for the same reason).
+  void name_shm_endpoint() {
+    static std::atomic<uint32_t> counter{0};
+    std::random_device rd;
+    const uint64_t nonce = (uint64_t(rd()) << 32) ^ rd();
+    std::string name = fmt::format("gw_{}_{:016x}_{}", ::getpid(), nonce, counter++);
+    int rc = fi_setname(&ep_->fid, name.data(), name.size() + 1);
+    if (rc != 0) {
+      log().debug("rank {}: fi_setname on shm failed ({}); keeping the provider's name",
+                  config_.rank, fi_strerror(-rc));
+    }
+  }
+
   void open_resources() {
     fid_fabric* fabric = nullptr;
     check(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
@@ -346,6 +368,7 @@ class OfiTransport final : public Transport {
     ep_.reset(ep);
     check(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
     check(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    if (props_.provider == "shm") name_shm_endpoint();
     check(fi_enable(ep_.get()), "fi_enable");
 
     std::string name(64, '\0');
