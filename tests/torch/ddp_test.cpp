@@ -251,6 +251,36 @@ TEST(DDPNoSync, AccumulatesThenAveragesTheSum) {
   }
 }
 
+// sync_every_k_steps = 3: the same accumulation as no_sync, driven by the
+// option instead of a guard: passes 1 and 2 stay local, pass 3 averages the
+// sum of all three; then the cycle starts again.
+TEST(DDPSyncEveryK, AccumulatesKPassesThenAverages) {
+  const int n = world().size(), rank = world().rank();
+  const int64_t b = 3;
+  ::torch::manual_seed(1);
+  Net model(::torch::kFloat);
+  DDPOptions o;
+  o.sync_every_k_steps = 3;
+  DistributedDataParallel ddp(model, world(), o);
+  Net reference(::torch::kFloat);
+  copy_parameters(reference, model);
+  for (int pass = 0; pass < 6; ++pass) {
+    if (pass == 3) {  // a new accumulation cycle
+      for (auto& p : model->parameters()) p.mutable_grad() = ::torch::Tensor();
+      for (auto& p : reference->parameters()) p.mutable_grad() = ::torch::Tensor();
+    }
+    auto [x, y] = global_batch(pass, n * b, ::torch::kFloat);
+    ::torch::mse_loss(model->forward(x.narrow(0, rank * b, b)), y.narrow(0, rank * b, b))
+        .backward();
+    ::torch::mse_loss(reference->forward(x), y).backward();
+    EXPECT_EQ(ddp.reducer().step(), uint64_t((pass + 1) / 3)) << "pass " << pass;
+    if (pass % 3 == 2) {
+      std::vector<::torch::Tensor> got = grads(model), want = grads(reference);
+      EXPECT_TRUE(close(got, want, names(model), 1e-6, 1e-6)) << "after pass " << pass;
+    }
+  }
+}
+
 TEST(DDPUnused, WithOptionCompletesAndAverages) {
   const int rank = world().rank();
   ::torch::manual_seed(3);
