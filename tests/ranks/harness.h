@@ -46,6 +46,19 @@ double element_as_double(gradwire::DataType dtype, const std::byte* p, size_t i)
 ::testing::AssertionResult matches(gradwire::DataType dtype, const std::byte* got,
                                    const Reference& ref, size_t first, size_t count);
 
+// Expects `fn` to throw a gradwire::Error with `code` whose message
+// contains `needle`.
+template <typename Fn>
+void expect_error(Fn&& fn, gradwire::ErrorCode code, const char* needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected " << gradwire::to_string(code) << " containing '" << needle << "'";
+  } catch (const gradwire::Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 // True if every rank of `comm` holds the same bytes (checked by allgather).
 ::testing::AssertionResult identical_on_all_ranks(gradwire::Communicator& comm, const void* data,
                                                   size_t bytes);

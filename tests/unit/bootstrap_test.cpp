@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store.h"
 #include "gradwire/error.h"
@@ -27,17 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using gwtest::free_port;
 
 std::unique_ptr<Bootstrap> tcp_rank(uint16_t port, int rank, int size) {
   auto store = make_tcp_store("127.0.0.1", port, rank == 0, Deadline::after(2s));

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
 #include "bootstrap/store.h"
 #include "gradwire/error.h"
 
@@ -24,18 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-// A port that was free a moment ago: bind port 0 and read it back.
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using gwtest::free_port;
 
 // Blocking IPv4 connect; returns the fd or -1.
 int raw_connect(const char* ip, uint16_t port) {
