@@ -13,6 +13,9 @@
 namespace gradwire {
 
 class CommunicatorImpl;
+namespace detail {
+struct CommunicatorAccess;  // src/core/access.h: library-internal operations
+}
 
 // A Communicator owns a set of ranks and runs collectives among them.
 //
@@ -73,6 +76,7 @@ class Communicator {
   void abort(const std::string& reason);
 
  private:
+  friend struct detail::CommunicatorAccess;
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
   std::unique_ptr<CommunicatorImpl> impl_;
 };

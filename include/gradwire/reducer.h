@@ -112,13 +112,24 @@ class BucketContext {
   const bool sharded;
   const std::vector<size_t>& gradients;  // gradient indices in this Bucket
 
+  // Where each gradient of the Bucket lies (same order as `gradients`), and
+  // its matrix view: rows = shape[0] (elements for a 1-D tensor), cols =
+  // elements / rows.
+  struct Tensor {
+    size_t offset = 0;  // elements into the Bucket
+    size_t elements = 0;
+    size_t rows = 0, cols = 0;
+  };
+  const std::vector<Tensor>& tensors;
+
   // Memory that belongs to this Bucket, kept across steps (grown as needed),
   // valid until the Work completes: where compression hooks put 16-bit data.
   void* scratch(size_t bytes);
 
   BucketContext(Communicator& comm, uint64_t step, size_t index, DataType dtype, size_t count,
                 void* buffer, size_t result_offset, size_t result_count, bool sharded,
-                const std::vector<size_t>& gradients, std::vector<std::byte>* scratch);
+                const std::vector<size_t>& gradients, const std::vector<Tensor>& tensors,
+                std::vector<std::byte>* scratch);
 
  private:
   std::vector<std::byte>* scratch_;
@@ -146,6 +157,10 @@ struct GradientInfo {
   DataType dtype = DataType::Float32;  // a floating dtype; integers: InvalidArgument
   int device = -1;                     // the Reducer runs on host memory only (for now)
   std::string name;                    // used in error messages
+  // The tensor's shape (product == elements), for hooks that treat
+  // gradients as matrices (PowerSGD views one as shape[0] x the rest).
+  // Empty: a 1-D tensor of `elements`.
+  std::vector<size_t> shape;
 };
 
 struct ReducerOptions {

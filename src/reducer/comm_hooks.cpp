@@ -14,12 +14,13 @@ BucketContext::BucketContext(Communicator& comm_in, uint64_t step_in, size_t ind
                              DataType dtype_in, size_t count_in, void* buffer_in,
                              size_t result_offset_in, size_t result_count_in, bool sharded_in,
                              const std::vector<size_t>& gradients_in,
+                             const std::vector<Tensor>& tensors_in,
                              std::vector<std::byte>* scratch)
     : comm(comm_in), step(step_in), index(index_in), dtype(dtype_in), count(count_in),
       buffer(buffer_in),
       result(static_cast<std::byte*>(buffer_in) + result_offset_in * element_size(dtype_in)),
       result_offset(result_offset_in), result_count(result_count_in), sharded(sharded_in),
-      gradients(gradients_in), scratch_(scratch) {}
+      gradients(gradients_in), tensors(tensors_in), scratch_(scratch) {}
 
 void* BucketContext::scratch(size_t bytes) {
   // Grows only: Buckets keep their sizes across steps (until a rebuild), so

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "core/errors.h"
 #include "core/logging.h"
 #include "reducer/reducer_impl.h"
@@ -37,6 +39,15 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
     if (g.device != -1) {
       raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on device {}; the "
             "Reducer handles host memory only so far (device -1)", rank_, name, g.device);
+    }
+    if (!g.shape.empty()) {
+      size_t product = 1;
+      for (size_t d : g.shape) product *= d;
+      if (product != g.elements) {
+        raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} has shape [{}] ({} "
+              "elements) but elements = {}", rank_, name, fmt::join(g.shape, ", "), product,
+              g.elements);
+      }
     }
     specs_.push_back({g.elements, g.dtype, g.device});
     gradients_[i].info = std::move(g);
@@ -73,6 +84,9 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
       const size_t start = pb.offsets[k], end = start + gradients_[g].info.elements;
       const size_t from = std::max(start, lo), to = std::min(end, hi);
       if (from < to) b->pieces.push_back({g, from - start, from - lo, to - from});
+      const GradientInfo& info = gradients_[g].info;
+      const size_t rows = info.shape.empty() ? info.elements : info.shape[0];
+      b->tensors.push_back({start, info.elements, rows, rows ? info.elements / rows : 0});
     }
     buckets_.push_back(std::move(b));
   }
@@ -238,7 +252,7 @@ void Reducer::Impl::launch(size_t b) {
     BucketContext ctx(comm_, step_, b, bk.dtype, bk.elements, bk.data.data(),
                       options_.sharded ? bk.shard_offset : 0,
                       options_.sharded ? bk.shard_count : bk.elements, options_.sharded,
-                      plan_.buckets[b].gradients, &bk.scratch);
+                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch);
     Work w = hook_(ctx);
     if (!w.valid()) {
       raise(ErrorCode::InvalidArgument, "{}: the comm hook returned an empty Work for {}",

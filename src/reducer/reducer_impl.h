@@ -64,6 +64,7 @@ class Reducer::Impl {
     DataType dtype = DataType::Float32;
     size_t shard_offset = 0, shard_count = 0;  // this rank's shard
     std::vector<Reducer::ShardPiece> pieces;   // sharded mode
+    std::vector<BucketContext::Tensor> tensors;  // for comm hooks
     // Per step:
     std::atomic<size_t> pending{0};  // gradients not yet ready
     Work work;                       // from the comm hook

@@ -1,0 +1,63 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Element math of the compression kernels (1-bit sign compression with error
+// feedback, PowerSGD's low-rank products), shared by the CPU kernels in
+// kernels/cpu/compress.cpp and the CUDA kernels in kernels/cuda/compress.cu
+// (Note [shared element math]: the CPU tests check these exact formulas).
+//
+// Note [sign bit layout]: element i of a packed sign vector is bit (i % 8) of
+// byte i / 8, least significant bit first. That is also what a warp ballot
+// produces (lane l -> bit l of a 32-bit word, words stored little-endian), so
+// the CUDA packer writes one ballot word per 32 elements and both sides
+// produce the same bytes. Bit 1 means "+scale", bit 0 "-scale".
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/reduce_math.h"  // GW_HD
+
+namespace gradwire::kernels {
+
+// 1 for x >= 0 (both zeros, and NaN: a NaN must not poison the error
+// buffer's sign decisions forever; it is carried in the error instead).
+// DeepSpeed maps 0 to +1 too (sign().add_(1).bool()).
+GW_HD uint32_t sign_bit(float x) { return (x < 0.0f) ? 0u : 1u; }
+
+// The value a sign bit stands for.
+GW_HD float sign_value(uint32_t bit, float scale) { return bit ? scale : -scale; }
+
+// One element of the fused compress pass: c = x + error (error feedback),
+// returns c's sign bit and leaves in `error` what the 1-bit value misses.
+GW_HD uint32_t compress_element(float x, float& error, float scale) {
+  const float c = x + error;
+  const uint32_t bit = sign_bit(c);
+  error = c - sign_value(bit, scale);
+  return bit;
+}
+
+// Bytes needed for n packed signs.
+GW_HD size_t packed_bytes(size_t n) { return (n + 7) / 8; }
+
+// Bit i of a packed sign vector.
+GW_HD uint32_t packed_bit(const uint8_t* bits, size_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
+
+// The scale of a 1-bit vector: its root mean square over the n real
+// elements, so scale * sign(c) has the same l2 norm as c (DeepSpeed's
+// norm / sqrt(numel)). n == 0 gives 0.
+GW_HD float rms_scale(double sum_squares, size_t n) {
+  return n == 0 ? 0.0f : (float)::sqrt(sum_squares / (double)n);
+}
+
+// Gram-Schmidt step of PowerSGD's orthonormalisation, on rows of a row-major
+// (r x len) matrix (a column of P or Q is a row here): the inverse norm a
+// row is multiplied by. torch's _orthogonalize_gram_schmidt: x / ||x|| when
+// epsilon == 0 (a zero row stays zero instead of becoming NaN, which torch
+// also ends up with after its error path), else x / (||x|| + epsilon).
+GW_HD float gram_schmidt_inverse_norm(double sum_squares, float epsilon) {
+  const float norm = (float)::sqrt(sum_squares);
+  if (epsilon == 0.0f) return norm > 0.0f ? 1.0f / norm : 0.0f;
+  return 1.0f / (norm + epsilon);
+}
+
+}  // namespace gradwire::kernels

@@ -1,0 +1,328 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// 1-bit Adam and 1-bit LAMB over flat float32 buffers
+// (include/gradwire/compress.h).
+//
+// Note [1-bit optimizer stages]: both optimizers run exact Adam/LAMB for
+// freeze_step steps, with the gradients averaged by a plain allreduce; then
+// the variance is frozen (Adam's v no longer changes, so the preconditioner
+// is the same on every rank and the momentum alone must be averaged, which
+// tolerates 1-bit compression thanks to error feedback). From then on each
+// rank folds its *local* gradient into the momentum and the momentum is
+// averaged with the OneBitAllreduce. Bias correction: the momentum's keeps
+// running (1 - beta1^t); the variance's is frozen with the variance at
+// 1 - beta2^freeze_step, so the step size does not jump at the switch.
+// (DeepSpeed's OnebitAdam has no bias correction at all; with
+// bias_correction = false ours matches its update.)
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "compress/state_io.h"
+#include "core/errors.h"
+#include "gradwire/compress.h"
+
+namespace gradwire {
+namespace {
+
+// Bytes this rank sends in a ring allreduce of `bytes` over `world` ranks
+// (reduce-scatter + allgather: 2 (world-1)/world of the buffer).
+size_t ring_allreduce_bytes(size_t bytes, size_t world) {
+  return world <= 1 ? 0 : 2 * (world - 1) * ((bytes + world - 1) / world);
+}
+
+// Averages `grad` over the ranks (the warm-up's exact gradient averaging).
+void average(Communicator& comm, float* grad, size_t n) {
+  if (comm.size() == 1 || n == 0) return;
+  comm.allreduce(grad, grad, n, DataType::Float32, ReduceOp::Sum).wait();
+  const float inv = 1.0f / float(comm.size());
+  for (size_t i = 0; i < n; ++i) grad[i] *= inv;
+}
+
+float correction(float beta, uint64_t t, bool enabled) {
+  return enabled ? float(1.0 - std::pow(double(beta), double(t))) : 1.0f;
+}
+
+double norm(const float* x, size_t n) {
+  double s = 0;  // one fixed order: identical on every rank
+  for (size_t i = 0; i < n; ++i) s += double(x[i]) * x[i];
+  return std::sqrt(s);
+}
+
+void check_count(const Communicator& comm, const char* who, size_t n) {
+  // The same count on every rank is the caller's contract (as for any
+  // collective); the warm-up's allreduce would catch a mismatch only as a
+  // Mismatch/timeout, so at least refuse what can never work.
+  if (n == 0) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {}: there are no parameters (count 0)",
+          comm.rank(), who);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- 1-bit Adam
+
+class OneBitAdam::Impl {
+ public:
+  Impl(Communicator& comm, size_t n, OneBitAdamOptions o)
+      : comm_(comm), n_(n), o_(o), m_(n, 0.0f), v_(n, 0.0f), ar_(comm, n) {
+    check_count(comm, "OneBitAdam", n);
+  }
+
+  void step(float* p, float* g) {
+    const uint64_t t = t_ + 1;
+    const float b1 = o_.beta1, b2 = o_.beta2;
+    const float bc1 = correction(b1, t, o_.bias_correction);
+    float bc2;
+    if (t_ < o_.freeze_step) {
+      average(comm_, g, n_);
+      for (size_t i = 0; i < n_; ++i) {
+        m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+        v_[i] = b2 * v_[i] + (1.0f - b2) * g[i] * g[i];
+      }
+      bc2 = correction(b2, t, o_.bias_correction);
+      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
+    } else {
+      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      ar_.run(m_.data());
+      bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+      wire_ = ar_.wire_bytes();
+    }
+    const float lr = o_.lr, eps = o_.eps, wd = o_.weight_decay;
+    const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
+    for (size_t i = 0; i < n_; ++i) {
+      float update = (m_[i] * inv_bc1) / (std::sqrt(v_[i] * inv_bc2) + eps);
+      if (wd != 0.0f) update += wd * p[i];
+      p[i] -= lr * update;
+    }
+    t_ = t;
+  }
+
+  std::string save() const {
+    compress::StateWriter w("OneBitAdam");
+    w.u64("count", n_);
+    w.u64("step", t_);
+    w.u64("freeze_step", o_.freeze_step);
+    w.floats("exp_avg", m_);
+    w.floats("exp_avg_sq", v_);
+    const std::string ar = ar_.save_state();
+    w.bytes("allreduce", ar.data(), ar.size());
+    return w.finish();
+  }
+
+  void load(std::string_view state) {
+    const std::string what = fmt::format("rank {}: OneBitAdam::load_state", comm_.rank());
+    compress::StateReader r(state, "OneBitAdam", what);
+    const uint64_t n = r.u64("count");
+    if (n != n_) {
+      raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters, this optimizer has {}",
+            what, n, n_);
+    }
+    const uint64_t t = r.u64("step");
+    const uint64_t freeze = r.u64("freeze_step");
+    auto m = r.floats("exp_avg", n_);
+    auto v = r.floats("exp_avg_sq", n_);
+    const std::string ar(r.bytes("allreduce"));
+    r.done();
+    ar_.load_state(ar);  // validates before anything below changes
+    t_ = t;
+    o_.freeze_step = freeze;
+    m_ = std::move(m);
+    v_ = std::move(v);
+  }
+
+  Communicator& comm_;
+  const size_t n_;
+  OneBitAdamOptions o_;
+  uint64_t t_ = 0;
+  std::vector<float> m_, v_;
+  OneBitAllreduce ar_;
+  size_t wire_ = 0;
+};
+
+OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options)
+    : impl_(std::make_unique<Impl>(comm, count, options)) {}
+OneBitAdam::~OneBitAdam() = default;
+void OneBitAdam::step(float* params, float* grad) { impl_->step(params, grad); }
+OneBitAdamOptions& OneBitAdam::options() { return impl_->o_; }
+uint64_t OneBitAdam::steps() const { return impl_->t_; }
+bool OneBitAdam::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }
+size_t OneBitAdam::last_wire_bytes() const { return impl_->wire_; }
+size_t OneBitAdam::count() const { return impl_->n_; }
+std::string OneBitAdam::save_state() const { return impl_->save(); }
+void OneBitAdam::load_state(std::string_view state) { impl_->load(state); }
+
+// ---------------------------------------------------------------- 1-bit LAMB
+
+class OneBitLamb::Impl {
+ public:
+  Impl(Communicator& comm, std::vector<size_t> layers, OneBitLambOptions o)
+      : comm_(comm), layers_(std::move(layers)), o_(o) {
+    for (size_t s : layers_) n_ += s;
+    check_count(comm, "OneBitLamb", n_);
+    m_.assign(n_, 0.0f);
+    v_.assign(n_, 0.0f);
+    coeff_freeze_.assign(layers_.size(), 0.0f);
+    coeff_seen_.assign(layers_.size(), 0);
+    last_factor_.assign(layers_.size(), 1.0f);
+    last_coeff_.assign(layers_.size(), 1.0f);
+    ar_ = std::make_unique<OneBitAllreduce>(comm, n_);
+  }
+
+  void step(float* p, float* g) {
+    const uint64_t t = t_ + 1;
+    const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
+    const float inv_bc1 = 1.0f / correction(b1, t, o_.bias_correction);
+    const bool warmup = t_ < o_.freeze_step;
+    if (warmup) {
+      average(comm_, g, n_);
+      for (size_t i = 0; i < n_; ++i) {
+        m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+        v_[i] = b2 * v_[i] + (1.0f - b2) * g[i] * g[i];
+      }
+      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
+    } else {
+      if (v_fresh_.empty()) v_fresh_ = v_;  // the first compression step
+      m_last_ = m_;
+      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      ar_->run(m_.data());
+      wire_ = ar_->wire_bytes();
+    }
+    const float inv_bc2 =
+        1.0f / correction(b2, warmup ? t : std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+    // g is scratch from here on: it receives the update.
+    size_t first = 0;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const size_t len = layers_[l];
+      float* u = g + first;
+      const float* pl = p + first;
+      double prelim_sq = 0;
+      float factor = 0.0f;  // compression: max over elements of denom / denom_real
+      for (size_t i = first; i < first + len; ++i) {
+        const float denom = std::sqrt(v_[i] * inv_bc2) + eps;
+        float x = (m_[i] * inv_bc1) / denom;
+        if (!warmup) {
+          // The global gradient the averaged momentum implies, folded into a
+          // fresh variance estimate to see how far the frozen one is off.
+          const float gr = (m_[i] - b1 * m_last_[i]) / (1.0f - b1);
+          v_fresh_[i] = b2 * v_fresh_[i] + (1.0f - b2) * gr * gr;
+          factor = std::max(factor, denom / (std::sqrt(v_fresh_[i] * inv_bc2) + eps));
+          prelim_sq += double(x) * x;
+        }
+        if (wd != 0.0f) x += wd * p[i];
+        u[i - first] = x;
+      }
+      const double update_norm = norm(u, len);
+      float coeff = 1.0f;
+      if (warmup) {
+        const double weight_norm = norm(pl, len);
+        if (weight_norm > 0 && update_norm > 0) coeff = float(weight_norm / update_norm);
+        coeff = std::clamp(coeff, o_.min_coeff, o_.max_coeff);
+        // Running average of the warm-up's coefficients, started from the
+        // first one (DeepSpeed starts from 0, which biases short warm-ups low).
+        coeff_freeze_[l] = coeff_seen_[l] ? o_.coeff_beta * coeff_freeze_[l] + (1 - o_.coeff_beta) * coeff
+                                          : coeff;
+        coeff_seen_[l] = 1;
+      } else {
+        if (wd != 0.0f && update_norm > 0) {
+          const float ratio = float(std::min(1.0, std::sqrt(prelim_sq) / update_norm));
+          factor = factor * ratio + (1.0f - ratio);
+        }
+        factor = std::clamp(factor, o_.factor_min, o_.factor_max);
+        factor = std::clamp(factor, last_factor_[l] * (1.0f - o_.factor_threshold),
+                            last_factor_[l] * (1.0f + o_.factor_threshold));
+        last_factor_[l] = factor;
+        coeff = coeff_freeze_[l] * factor;
+      }
+      last_coeff_[l] = coeff;
+      const float step_size = o_.lr * coeff;
+      for (size_t i = 0; i < len; ++i) p[first + i] -= step_size * u[i];
+      first += len;
+    }
+    t_ = t;
+  }
+
+  std::string save() const {
+    compress::StateWriter w("OneBitLamb");
+    w.u64("count", n_);
+    w.u64("layers", layers_.size());
+    w.bytes("layer_sizes", layers_.data(), layers_.size() * sizeof(size_t));
+    w.u64("step", t_);
+    w.u64("freeze_step", o_.freeze_step);
+    w.floats("exp_avg", m_);
+    w.floats("exp_avg_sq", v_);
+    w.floats("exp_avg_sq_fresh", v_fresh_);
+    w.floats("coeff_freeze", coeff_freeze_);
+    w.floats("last_factor", last_factor_);
+    w.floats("last_coeff", last_coeff_);
+    w.bytes("coeff_seen", coeff_seen_.data(), coeff_seen_.size());
+    const std::string ar = ar_->save_state();
+    w.bytes("allreduce", ar.data(), ar.size());
+    return w.finish();
+  }
+
+  void load(std::string_view state) {
+    const std::string what = fmt::format("rank {}: OneBitLamb::load_state", comm_.rank());
+    compress::StateReader r(state, "OneBitLamb", what);
+    const uint64_t n = r.u64("count"), layers = r.u64("layers");
+    const auto sizes = r.bytes("layer_sizes");
+    if (n != n_ || layers != layers_.size() || sizes.size() != layers_.size() * sizeof(size_t) ||
+        std::memcmp(sizes.data(), layers_.data(), sizes.size()) != 0) {
+      raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters in {} layers, this "
+            "optimizer has {} in {} (or the layer sizes differ)", what, n, layers, n_, layers_.size());
+    }
+    const uint64_t t = r.u64("step"), freeze = r.u64("freeze_step");
+    auto m = r.floats("exp_avg", n_);
+    auto v = r.floats("exp_avg_sq", n_);
+    // Empty until the first compression step, then one per parameter.
+    const size_t fresh_bytes = r.peek_size("exp_avg_sq_fresh");
+    auto fresh = r.floats("exp_avg_sq_fresh", fresh_bytes == 0 ? 0 : n_);
+    auto coeff = r.floats("coeff_freeze", layers_.size());
+    auto last_factor = r.floats("last_factor", layers_.size());
+    auto last_coeff = r.floats("last_coeff", layers_.size());
+    const auto seen = r.bytes("coeff_seen");
+    if (seen.size() != layers_.size()) {
+      raise(ErrorCode::InvalidArgument, "{}: field 'coeff_seen' has {} entries, not {}", what,
+            seen.size(), layers_.size());
+    }
+    const std::string ar(r.bytes("allreduce"));
+    r.done();
+    ar_->load_state(ar);
+    t_ = t;
+    o_.freeze_step = freeze;
+    m_ = std::move(m);
+    v_ = std::move(v);
+    v_fresh_ = std::move(fresh);
+    coeff_freeze_ = std::move(coeff);
+    last_factor_ = std::move(last_factor);
+    last_coeff_ = std::move(last_coeff);
+    coeff_seen_.assign(reinterpret_cast<const uint8_t*>(seen.data()),
+                       reinterpret_cast<const uint8_t*>(seen.data()) + seen.size());
+  }
+
+  Communicator& comm_;
+  std::vector<size_t> layers_;
+  OneBitLambOptions o_;
+  size_t n_ = 0;
+  uint64_t t_ = 0;
+  std::vector<float> m_, v_, v_fresh_, m_last_;
+  std::vector<float> coeff_freeze_, last_factor_, last_coeff_;
+  std::vector<uint8_t> coeff_seen_;
+  std::unique_ptr<OneBitAllreduce> ar_;
+  size_t wire_ = 0;
+};
+
+OneBitLamb::OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options)
+    : impl_(std::make_unique<Impl>(comm, std::move(layer_sizes), options)) {}
+OneBitLamb::~OneBitLamb() = default;
+void OneBitLamb::step(float* params, float* grad) { impl_->step(params, grad); }
+OneBitLambOptions& OneBitLamb::options() { return impl_->o_; }
+uint64_t OneBitLamb::steps() const { return impl_->t_; }
+bool OneBitLamb::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }
+size_t OneBitLamb::last_wire_bytes() const { return impl_->wire_; }
+size_t OneBitLamb::count() const { return impl_->n_; }
+const std::vector<float>& OneBitLamb::last_coefficients() const { return impl_->last_coeff_; }
+std::string OneBitLamb::save_state() const { return impl_->save(); }
+void OneBitLamb::load_state(std::string_view state) { impl_->load(state); }
+
+}  // namespace gradwire

@@ -1,0 +1,300 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The PowerSGD comm hook (include/gradwire/compress.h), the mathematics of
+// torch's powerSGD_hook on gradwire's Buckets and CPU kernels.
+//
+// Note [composite operations]: PowerSGD needs two allreduces per Bucket with
+// computation between them that depends on the first one's result. Issuing
+// the second allreduce from a completion callback would let ranks submit it
+// at different points relative to the next Buckets' collectives, and the
+// engine runs collectives in submission order, so ranks would disagree on
+// the order: a hang. Instead the hook submits both operations at once, in
+// Bucket order, and the second one's engine task does the in-between work
+// (orthonormalise P, Q = M^T P) itself before its allreduce, and the
+// decompression after it. The engine runs the first to completion before
+// the second starts, so the data dependency holds, and every rank's sequence
+// of collectives is the same.
+//
+// Scaling: the Reducer divides gradients by the world size before the hook,
+// so sums over ranks are averages. P and Q are linear in M, so P = M Q summed
+// is (mean M) Q, the same matrix torch gets after its division (and P is
+// orthonormalised anyway); the error buffers hold values in the divided
+// scale, consistently from step to step.
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "collectives/collectives.h"
+#include "compress/state_io.h"
+#include "core/access.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "gradwire/compress.h"
+#include "kernels/cpu/compress.h"
+
+namespace gradwire {
+namespace {
+
+// A compressed gradient: its matrix view and where its P and Q live.
+struct Matrix {
+  size_t offset = 0;  // elements into the Bucket
+  size_t rows = 0, cols = 0, rank = 0;
+  size_t p_offset = 0, q_offset = 0;  // into P memory (rank x rows), Q memory (rank x cols)
+};
+struct Span {
+  size_t offset = 0, elements = 0;
+};
+
+// splitmix64: a fixed, portable generator, so every rank (whatever its
+// standard library) draws the same initial Q.
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Standard normal values (Box-Muller on 53-bit uniforms).
+void fill_normal(float* out, size_t n, uint64_t seed) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i += 2) {
+    const double u1 = (double(splitmix(s) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = double(splitmix(s) >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = float(r * std::cos(2 * M_PI * u2));
+    if (i + 1 < n) out[i + 1] = float(r * std::sin(2 * M_PI * u2));
+  }
+}
+
+}  // namespace
+
+class PowerSGDState::Impl {
+ public:
+  struct Bucket {
+    // Layout (rebuilt when the Bucket's shape changes).
+    size_t count = 0;
+    std::vector<size_t> signature;  // offsets/rows/cols of every tensor
+    std::vector<Matrix> matrices;
+    std::vector<Span> uncompressed;
+    size_t uncompressed_elements = 0, p_elements = 0, q_elements = 0;
+    // State kept across steps (saved).
+    std::vector<float> error;
+    std::vector<float> q;  // Q^T of every matrix: rank rows of cols
+    bool q_valid = false;
+    // Per step.
+    std::vector<float> comm1;  // [uncompressed tensors | P^T of every matrix]
+    std::vector<float> input_copy;
+  };
+
+  explicit Impl(PowerSGDOptions o) : o_(o) {
+    if (o_.matrix_approximation_rank < 1) {
+      raise(ErrorCode::InvalidArgument, "PowerSGD: matrix_approximation_rank must be >= 1");
+    }
+    if (!(o_.min_compression_rate >= 0)) {
+      raise(ErrorCode::InvalidArgument, "PowerSGD: min_compression_rate must be >= 0");
+    }
+  }
+
+  // The Bucket's state, with its layout for this context's tensors.
+  Bucket& bucket(const BucketContext& c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    Bucket& b = buckets_[c.index];
+    std::vector<size_t> sig;
+    for (const auto& t : c.tensors) sig.insert(sig.end(), {t.offset, t.rows, t.cols});
+    if (b.count == c.count && b.signature == sig && !b.signature.empty()) return b;
+    const bool loaded = b.count != 0 && b.signature.empty();  // from load_state
+    build_layout(b, c, std::move(sig));
+    if (loaded) {
+      if (b.count != c.count || b.error.size() != (o_.use_error_feedback ? c.count : 0) ||
+          (b.q_valid && b.q.size() != b.q_elements)) {
+        raise(ErrorCode::InvalidArgument, "rank {}: PowerSGD: the loaded state of Bucket {} "
+              "holds {} elements ({} error, {} Q), the Bucket has {} elements and needs {} Q "
+              "(a different model or bucket plan?)", c.comm.rank(), c.index, b.count,
+              b.error.size(), b.q.size(), c.count, b.q_elements);
+      }
+      if (!b.q_valid) b.q.assign(b.q_elements, 0.0f);
+    } else {
+      if (b.count != 0) {
+        log().info("rank {}: PowerSGD: Bucket {} changed shape; its error and Q start afresh",
+                   c.comm.rank(), c.index);
+      }
+      b.error.assign(o_.use_error_feedback ? c.count : 0, 0.0f);
+      b.q.assign(b.q_elements, 0.0f);
+      b.q_valid = false;
+    }
+    b.count = c.count;
+    b.comm1.resize(b.uncompressed_elements + b.p_elements);
+    b.input_copy.resize(o_.use_error_feedback ? c.count : 0);
+    return b;
+  }
+
+  void build_layout(Bucket& b, const BucketContext& c, std::vector<size_t> sig) {
+    b.signature = std::move(sig);
+    b.matrices.clear();
+    b.uncompressed.clear();
+    b.uncompressed_elements = b.p_elements = b.q_elements = 0;
+    for (const auto& t : c.tensors) {
+      if (t.elements == 0) continue;
+      const size_t rank = std::min({t.rows, t.cols, o_.matrix_approximation_rank});
+      const double uncompressed = double(t.rows) * double(t.cols);
+      const double compressed = double(t.rows + t.cols) * double(rank);
+      if (compressed * o_.min_compression_rate < uncompressed) {
+        b.matrices.push_back({t.offset, t.rows, t.cols, rank, b.p_elements, b.q_elements});
+        b.p_elements += rank * t.rows;
+        b.q_elements += rank * t.cols;
+      } else {
+        b.uncompressed.push_back({t.offset, t.elements});
+        b.uncompressed_elements += t.elements;
+      }
+    }
+  }
+
+  Work run(BucketContext& c) {
+    Bucket& b = bucket(c);
+    float* buf = static_cast<float*>(c.buffer);
+    const size_t n = c.count;
+    if (o_.use_error_feedback) {
+      for (size_t i = 0; i < n; ++i) buf[i] += b.error[i];
+      std::memcpy(b.input_copy.data(), buf, n * sizeof(float));
+    }
+    uint64_t before = 0, after = 0;
+    for (const Matrix& m : b.matrices) {
+      before += m.rows * m.cols;
+      after += (m.rows + m.cols) * m.rank;
+    }
+    before += b.uncompressed_elements;
+    after += b.uncompressed_elements;
+    numel_before_ += before;
+    numel_after_ += after;
+
+    // Q: random on the first compressed step (or every step without warm
+    // start), else last step's; orthonormalised either way, as torch does.
+    if (!o_.warm_start || !b.q_valid) {
+      uint64_t seed = o_.random_seed ^ (c.step * 0x9e3779b97f4a7c15ull) ^ (uint64_t(c.index) << 40);
+      fill_normal(b.q.data(), b.q.size(), splitmix(seed));
+      b.q_valid = true;
+    }
+    float* p_mem = b.comm1.data() + b.uncompressed_elements;
+    for (const Matrix& m : b.matrices) {
+      float* qt = b.q.data() + m.q_offset;
+      kernels::orthonormalize_rows(qt, m.rank, m.cols, o_.orthogonalization_epsilon);
+      kernels::lowrank_project(buf + m.offset, m.rows, m.cols, qt, m.rank, p_mem + m.p_offset);
+    }
+    size_t at = 0;
+    for (const Span& s : b.uncompressed) {
+      std::memcpy(b.comm1.data() + at, buf + s.offset, s.elements * sizeof(float));
+      at += s.elements;
+    }
+
+    // Note [composite operations].
+    CommunicatorImpl& comm = detail::CommunicatorAccess::impl(c.comm);
+    const std::string detail = fmt::format("PowerSGD Bucket {}, {} matrices, rank {}", c.index,
+                                           b.matrices.size(), o_.matrix_approximation_rank);
+    Bucket* bp = &b;
+    const size_t n1 = b.comm1.size();
+    comm.submit("allreduce", detail + ": P and uncompressed tensors", [bp, n1](collectives::Context& ctx) {
+      if (n1) collectives::allreduce(ctx, bp->comm1.data(), bp->comm1.data(), n1, DataType::Float32, ReduceOp::Sum);
+    });
+    const PowerSGDOptions o = o_;
+    return comm.submit("allreduce", detail + ": Q", [bp, buf, n, o](collectives::Context& ctx) {
+      Bucket& b = *bp;
+      size_t at = 0;
+      for (const Span& s : b.uncompressed) {
+        std::memcpy(buf + s.offset, b.comm1.data() + at, s.elements * sizeof(float));
+        at += s.elements;
+      }
+      float* p_mem = b.comm1.data() + b.uncompressed_elements;
+      for (const Matrix& m : b.matrices) {
+        float* pt = p_mem + m.p_offset;
+        kernels::orthonormalize_rows(pt, m.rank, m.rows, o.orthogonalization_epsilon);
+        kernels::lowrank_project_transposed(buf + m.offset, m.rows, m.cols, pt, m.rank,
+                                            b.q.data() + m.q_offset);
+      }
+      if (!b.q.empty()) {
+        collectives::allreduce(ctx, b.q.data(), b.q.data(), b.q.size(), DataType::Float32,
+                               ReduceOp::Sum);
+      }
+      for (const Matrix& m : b.matrices) {
+        kernels::lowrank_expand(p_mem + m.p_offset, b.q.data() + m.q_offset, m.rows, m.cols,
+                                m.rank, buf + m.offset);
+      }
+      if (o.use_error_feedback) {
+        for (size_t i = 0; i < n; ++i) b.error[i] = b.input_copy[i] - buf[i];
+      }
+      if (!o.warm_start) b.q_valid = false;
+    });
+  }
+
+  std::string save() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    compress::StateWriter w("PowerSGD");
+    w.u64("rank", o_.matrix_approximation_rank);
+    w.u64("error_feedback", o_.use_error_feedback);
+    w.u64("numel_before", numel_before_);
+    w.u64("numel_after", numel_after_);
+    w.u64("buckets", buckets_.size());
+    for (const auto& [index, b] : buckets_) {
+      w.u64("index", index);
+      w.u64("count", b.count);
+      w.floats("error", b.error);
+      w.u64("q_valid", b.q_valid);
+      w.floats("q", b.q_valid ? b.q : std::vector<float>{});
+    }
+    return w.finish();
+  }
+
+  void load(std::string_view state) {
+    compress::StateReader r(state, "PowerSGD", "PowerSGDState::load_state");
+    const uint64_t rank = r.u64("rank"), ef = r.u64("error_feedback");
+    if (rank != o_.matrix_approximation_rank || bool(ef) != o_.use_error_feedback) {
+      raise(ErrorCode::InvalidArgument, "PowerSGDState::load_state: the state was saved with "
+            "matrix_approximation_rank {} and use_error_feedback {}, these options have {} and {}",
+            rank, bool(ef), o_.matrix_approximation_rank, o_.use_error_feedback);
+    }
+    const uint64_t before = r.u64("numel_before"), after = r.u64("numel_after");
+    const uint64_t count = r.u64("buckets");
+    std::map<size_t, Bucket> loaded;
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t index = r.u64("index");
+      Bucket& b = loaded[index];
+      b.count = r.u64("count");
+      b.error = r.floats("error", r.peek_size("error") / sizeof(float));
+      b.q_valid = r.u64("q_valid") != 0;
+      b.q = r.floats("q", r.peek_size("q") / sizeof(float));
+      // The layout (signature) is rebuilt at first use and checked against
+      // these sizes there (Impl::bucket).
+    }
+    r.done();
+    std::lock_guard<std::mutex> lk(mu_);
+    buckets_ = std::move(loaded);
+    numel_before_ = before;
+    numel_after_ = after;
+  }
+
+  PowerSGDOptions o_;
+  mutable std::mutex mu_;
+  std::map<size_t, Bucket> buckets_;  // nodes are stable: engine tasks keep pointers
+  std::atomic<uint64_t> numel_before_{0}, numel_after_{0};
+};
+
+PowerSGDState::PowerSGDState(PowerSGDOptions options) : impl_(std::make_unique<Impl>(options)) {}
+PowerSGDState::~PowerSGDState() = default;
+const PowerSGDOptions& PowerSGDState::options() const { return impl_->o_; }
+uint64_t PowerSGDState::numel_before_compression() const { return impl_->numel_before_; }
+uint64_t PowerSGDState::numel_after_compression() const { return impl_->numel_after_; }
+std::string PowerSGDState::save_state() const { return impl_->save(); }
+void PowerSGDState::load_state(std::string_view state) { impl_->load(state); }
+
+CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
+  if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");
+  CommHook plain = allreduce_hook();
+  return [state, plain](BucketContext& c) -> Work {
+    if (c.dtype != DataType::Float32 || c.step < state->options().start_powerSGD_iter) {
+      return plain(c);
+    }
+    return state->impl().run(c);
+  };
+}
+
+}  // namespace gradwire
