@@ -150,7 +150,21 @@ class PowerSGDState::Impl {
     }
   }
 
-  Work run(BucketContext& c) {
+  // torch's state.iter: the number of synchronised steps this state has
+  // seen before the current one. Kept here (and saved) rather than taken
+  // from the Reducer's step, so a state loaded into a new Reducer resumes
+  // its schedule (start_powerSGD_iter, the random seeds) where it stopped.
+  uint64_t iteration(const BucketContext& c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!have_step_ || c.step != step_key_) {
+      have_step_ = true;
+      step_key_ = c.step;
+      iter_ = steps_seen_++;
+    }
+    return iter_;
+  }
+
+  Work run(BucketContext& c, uint64_t iter) {
     Bucket& b = bucket(c);
     float* buf = static_cast<float*>(c.buffer);
     const size_t n = c.count;
@@ -171,7 +185,7 @@ class PowerSGDState::Impl {
     // Q: random on the first compressed step (or every step without warm
     // start), else last step's; orthonormalised either way, as torch does.
     if (!o_.warm_start || !b.q_valid) {
-      uint64_t seed = o_.random_seed ^ (c.step * 0x9e3779b97f4a7c15ull) ^ (uint64_t(c.index) << 40);
+      uint64_t seed = o_.random_seed ^ (iter * 0x9e3779b97f4a7c15ull) ^ (uint64_t(c.index) << 40);
       fill_normal(b.q.data(), b.q.size(), splitmix(seed));
       b.q_valid = true;
     }
@@ -233,6 +247,7 @@ class PowerSGDState::Impl {
     w.u64("error_feedback", o_.use_error_feedback);
     w.u64("numel_before", numel_before_);
     w.u64("numel_after", numel_after_);
+    w.u64("steps_seen", steps_seen_);
     w.u64("buckets", buckets_.size());
     for (const auto& [index, b] : buckets_) {
       w.u64("index", index);
@@ -253,6 +268,7 @@ class PowerSGDState::Impl {
             rank, bool(ef), o_.matrix_approximation_rank, o_.use_error_feedback);
     }
     const uint64_t before = r.u64("numel_before"), after = r.u64("numel_after");
+    const uint64_t steps_seen = r.u64("steps_seen");
     const uint64_t count = r.u64("buckets");
     std::map<size_t, Bucket> loaded;
     for (uint64_t k = 0; k < count; ++k) {
@@ -270,12 +286,16 @@ class PowerSGDState::Impl {
     buckets_ = std::move(loaded);
     numel_before_ = before;
     numel_after_ = after;
+    steps_seen_ = steps_seen;
+    have_step_ = false;
   }
 
   PowerSGDOptions o_;
   mutable std::mutex mu_;
   std::map<size_t, Bucket> buckets_;  // nodes are stable: engine tasks keep pointers
   std::atomic<uint64_t> numel_before_{0}, numel_after_{0};
+  uint64_t steps_seen_ = 0, iter_ = 0, step_key_ = 0;  // guarded by mu_
+  bool have_step_ = false;
 };
 
 PowerSGDState::PowerSGDState(PowerSGDOptions options) : impl_(std::make_unique<Impl>(options)) {}
@@ -290,10 +310,11 @@ CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");
   CommHook plain = allreduce_hook();
   return [state, plain](BucketContext& c) -> Work {
-    if (c.dtype != DataType::Float32 || c.step < state->options().start_powerSGD_iter) {
+    const uint64_t iter = state->impl().iteration(c);
+    if (c.dtype != DataType::Float32 || iter < state->options().start_powerSGD_iter) {
       return plain(c);
     }
-    return state->impl().run(c);
+    return state->impl().run(c, iter);
   };
 }
 
