@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "gradwire/gradwire.h"
+#include "gradwire/compress.h"
 #include "gradwire/torch/distributed_data_parallel.h"
+#include "gradwire/torch/optim.h"
 #include "fashion_mnist.h"
 
 namespace {
@@ -38,19 +40,27 @@ struct Args {
   std::string checkpoint = "fashion_mnist_checkpoint.pt";
   int epochs = 2;
   int64_t batch = 64;  // per rank
-  double lr = 1e-3;
+  double lr = -1;  // default: 1e-3 (Adam), 1e-2 (1-bit LAMB: LAMB's steps are relative to ||w||)
   uint64_t seed = 1;
   int threads = 0;          // 0: cores / ranks on this host
   int64_t limit = 0;        // use only the first `limit` training images (0: all)
   double min_accuracy = 0;  // exit 1 if the final test accuracy is lower (CI)
-  bool fp16 = false;        // fp16-compressed gradients
+  // Gradient compression: none, fp16 (DDP hook), powersgd (DDP hook),
+  // onebit-adam or onebit-lamb (optimizers that average gradients themselves,
+  // no DDP).
+  std::string compression = "none";
+  size_t powersgd_rank = 4;
+  uint64_t powersgd_start = 100;  // steps of plain allreduce first
+  uint64_t freeze_step = 200;     // 1-bit optimizers: steps of exact Adam/LAMB first
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--epochs N] [--batch B (per rank)] [--lr X] [--model cnn|mlp]\n"
                "          [--data DIR] [--checkpoint PATH ('' = none)] [--seed S] [--threads T]\n"
-               "          [--limit N] [--min-accuracy PCT] [--fp16]\n",
+               "          [--limit N] [--min-accuracy PCT]\n"
+               "          [--compression none|fp16|powersgd|onebit-adam|onebit-lamb] [--fp16]\n"
+               "          [--powersgd-rank R] [--powersgd-start STEPS] [--freeze-step STEPS]\n",
                argv0);
   std::exit(2);
 }
@@ -73,10 +83,19 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::stoi(value());
     else if (k == "--limit") a.limit = std::stoll(value());
     else if (k == "--min-accuracy") a.min_accuracy = std::stod(value());
-    else if (k == "--fp16") a.fp16 = true;
+    else if (k == "--fp16") a.compression = "fp16";
+    else if (k == "--compression") a.compression = value();
+    else if (k == "--powersgd-rank") a.powersgd_rank = std::stoull(value());
+    else if (k == "--powersgd-start") a.powersgd_start = std::stoull(value());
+    else if (k == "--freeze-step") a.freeze_step = std::stoull(value());
     else usage(argv[0]);
   }
   if (a.model != "cnn" && a.model != "mlp") usage(argv[0]);
+  if (a.lr < 0) a.lr = a.compression == "onebit-lamb" ? 1e-2 : 1e-3;
+  if (a.compression != "none" && a.compression != "fp16" && a.compression != "powersgd" &&
+      a.compression != "onebit-adam" && a.compression != "onebit-lamb") {
+    usage(argv[0]);
+  }
   return a;
 }
 
@@ -158,18 +177,56 @@ int main(int argc, char** argv) try {
     module = m.ptr();
     forward = [m](torch::Tensor x) mutable { return m->forward(x); };
   }
-  gradwire::torch::DDPOptions options;
-  if (args.fp16) options.comm_hook = gradwire::fp16_compress_hook();
-  gradwire::torch::DistributedDataParallel ddp(module, *comm, options);
-  torch::optim::Adam optimizer(module->parameters(), torch::optim::AdamOptions(args.lr));
+  // DDP averages the gradients during backward (optionally through a
+  // compression hook); the 1-bit optimizers average them in step() instead.
+  const bool onebit = args.compression.rfind("onebit", 0) == 0;
+  std::unique_ptr<gradwire::torch::DistributedDataParallel> ddp;
+  std::shared_ptr<gradwire::PowerSGDState> powersgd;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (!onebit) {
+    gradwire::torch::DDPOptions options;
+    if (args.compression == "fp16") options.comm_hook = gradwire::fp16_compress_hook();
+    if (args.compression == "powersgd") {
+      gradwire::PowerSGDOptions po;
+      po.matrix_approximation_rank = args.powersgd_rank;
+      po.start_powerSGD_iter = args.powersgd_start;
+      po.random_seed = args.seed;
+      powersgd = std::make_shared<gradwire::PowerSGDState>(po);
+      options.comm_hook = gradwire::powersgd_hook(powersgd);
+    }
+    ddp = std::make_unique<gradwire::torch::DistributedDataParallel>(module, *comm, options);
+    optimizer = std::make_unique<torch::optim::Adam>(module->parameters(),
+                                                     torch::optim::AdamOptions(args.lr));
+  } else if (args.compression == "onebit-adam") {
+    gradwire::OneBitAdamOptions o;
+    o.lr = float(args.lr);
+    o.freeze_step = args.freeze_step;
+    optimizer = std::make_unique<gradwire::torch::OneBitAdam>(module->parameters(), *comm, o);
+  } else {
+    gradwire::OneBitLambOptions o;
+    o.lr = float(args.lr);
+    o.freeze_step = args.freeze_step;
+    optimizer = std::make_unique<gradwire::torch::OneBitLamb>(module->parameters(), *comm, o);
+  }
+  // Bytes this rank sends per step, for the compression ratio.
+  auto wire_bytes = [&]() -> double {
+    if (auto* a = dynamic_cast<gradwire::torch::OneBitAdam*>(optimizer.get())) {
+      return double(a->core().last_wire_bytes());
+    }
+    if (auto* l = dynamic_cast<gradwire::torch::OneBitLamb*>(optimizer.get())) {
+      return double(l->core().last_wire_bytes());
+    }
+    return -1;
+  };
 
   int64_t n_params = 0;
   for (const auto& p : module->parameters()) n_params += p.numel();
   if (rank == 0) {
     std::printf("fashion-mnist: %s (%lld parameters), %d ranks x batch %lld, %lld training "
-                "images, %d torch threads per rank, provider %s\n",
+                "images, %d torch threads per rank, provider %s, compression %s\n",
                 args.model.c_str(), (long long)n_params, world, (long long)args.batch,
-                (long long)train.size(), threads, comm->provider().c_str());
+                (long long)train.size(), threads, comm->provider().c_str(),
+                args.compression.c_str());
     std::fflush(stdout);
   }
 
@@ -202,15 +259,15 @@ int main(int argc, char** argv) try {
       const int64_t n = std::min<int64_t>(args.batch, int64_t(idx.size() - k));
       auto sel = torch::from_blob(idx.data() + k, {n}, torch::kLong);
       auto x = train.images.index_select(0, sel), y = train.labels.index_select(0, sel);
-      optimizer.zero_grad();
+      optimizer->zero_grad();
       auto logits = forward(x);
       auto loss = torch::nn::functional::cross_entropy(logits, y);
-      loss.backward();  // gradients are averaged over ranks when this returns
-      optimizer.step();
+      loss.backward();  // with DDP: gradients are averaged over ranks when this returns
+      optimizer->step();
       stats[0] += loss.item<double>() * double(n);
       stats[1] += double(logits.argmax(1).eq(y).sum().item<int64_t>());
       stats[2] += double(n);
-      hidden += ddp.last_step_stats().hidden_fraction();
+      if (ddp) hidden += ddp->last_step_stats().hidden_fraction();
       ++steps;
     }
     const double seconds =
@@ -223,6 +280,16 @@ int main(int argc, char** argv) try {
                   epoch + 1, args.epochs, stats[0] / stats[2], 100.0 * stats[1] / stats[2],
                   test_accuracy, seconds, stats[2] / seconds,
                   100.0 * hidden / double(std::max<int64_t>(steps, 1)));
+      const double uncompressed = 2.0 * double(world - 1) / world * 4.0 * double(n_params);
+      if (wire_bytes() >= 0 && world > 1) {
+        std::printf("  wire bytes per step (last step, this rank): %.0f = 1/%.1f of float32 "
+                    "averaging\n", wire_bytes(), uncompressed / std::max(wire_bytes(), 1.0));
+      }
+      if (powersgd && powersgd->numel_after_compression() > 0) {
+        std::printf("  PowerSGD elements before/after compression so far: %.1fx\n",
+                    double(powersgd->numel_before_compression()) /
+                        double(powersgd->numel_after_compression()));
+      }
       std::fflush(stdout);
     }
   }
@@ -233,7 +300,7 @@ int main(int argc, char** argv) try {
       // optimizer's state (Adam's moments) under "optimizer".
       torch::serialize::OutputArchive archive, opt;
       module->save(archive);
-      optimizer.save(opt);
+      optimizer->save(opt);
       archive.write("optimizer", opt);
       archive.save_to(args.checkpoint);
       std::printf("checkpoint written to %s\n", args.checkpoint.c_str());

@@ -80,12 +80,25 @@ struct OneBitAdamOptions {
   // Adam's bias correction of both moments (torch.optim.Adam's). In the
   // compression stage the variance's correction stays frozen with it.
   bool bias_correction = true;
+  // Compress the preconditioned momentum m / (sqrt(v_hat) + eps) instead of
+  // m itself (Note [preconditioned 1-bit compression] in
+  // src/compress/onebit_optimizers.cpp). The variance is frozen and the same
+  // on every rank, so the average is the same; what changes is where the
+  // sign noise lands: in update units, so a parameter whose gradient (and
+  // variance) is ~0 jitters by ~lr instead of taking steps of
+  // lr * scale / eps. false: the papers' (and DeepSpeed's) variant.
+  bool precondition_compression = true;
+  // Compression stage: |m| <= momentum_clip * (sqrt(v_hat) + eps) per
+  // element, so no update exceeds momentum_clip * lr (Note [the momentum
+  // clip] in src/compress/onebit_optimizers.cpp); 0 disables the clip.
+  float momentum_clip = 10.0f;
 };
 
 // 1-bit Adam over one flat float32 parameter buffer (Tang et al. 2021).
 // step() takes this rank's local, unaveraged gradient:
 //  warm-up (step < freeze_step): g = allreduce-average(grad); Adam on g;
-//  compression: m = beta1 m + (1-beta1) grad (local); m = OneBitAllreduce(m);
+//  compression: m = beta1 m + (1-beta1) grad (local); m = OneBitAllreduce(m)
+//    (of m / (sqrt(v_hat) + eps) by default, see precondition_compression);
 //    v stays frozen; param -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * param).
 // Every rank must call step() with the same count, in the same order; params
 // stay identical on every rank (the compressed result is the same bits
@@ -121,6 +134,18 @@ struct OneBitLambOptions {
   float weight_decay = 0.0f;
   uint64_t freeze_step = 100;
   bool bias_correction = true;
+  // Compress the preconditioned momentum m / (sqrt(v_hat) + eps) instead of
+  // m itself (Note [preconditioned 1-bit compression] in
+  // src/compress/onebit_optimizers.cpp). The variance is frozen and the same
+  // on every rank, so the average is the same; what changes is where the
+  // sign noise lands: in update units, so a parameter whose gradient (and
+  // variance) is ~0 jitters by ~lr instead of taking steps of
+  // lr * scale / eps. false: the papers' (and DeepSpeed's) variant.
+  bool precondition_compression = true;
+  // Compression stage: |m| <= momentum_clip * (sqrt(v_hat) + eps) per
+  // element, so no update exceeds momentum_clip * lr (Note [the momentum
+  // clip] in src/compress/onebit_optimizers.cpp); 0 disables the clip.
+  float momentum_clip = 10.0f;
   // LAMB's layer-wise scaling coefficient ||param|| / ||update||, clipped.
   float max_coeff = 10.0f, min_coeff = 0.01f;
   // The coefficient frozen for the compression stage is a running average

@@ -13,9 +13,33 @@
 // 1 - beta2^freeze_step, so the step size does not jump at the switch.
 // (DeepSpeed's OnebitAdam has no bias correction at all; with
 // bias_correction = false ours matches its update.)
+//
+// Note [preconditioned 1-bit compression]: sign compression cannot send a
+// zero: every element arrives as +-scale, with one scale per chunk of
+// thousands of elements. Sent as the papers do (the momentum itself), an
+// element whose gradient is ~0 through the warm-up (a dead ReLU unit, an
+// unused embedding row) has v ~ 0, and its +-scale is then divided by
+// sqrt(v) + eps ~ 1e-8: a step of lr * 1e5 that turns the model to NaN
+// (observed on the Fashion-MNIST CNN with a short warm-up). Because v is
+// frozen and identical on every rank, averaging m / d (d = sqrt(v_hat) +
+// eps) and multiplying by d afterwards gives the same average, and error
+// feedback keeps the same invariant in these units; but the sign noise is
+// now of the size of a normal Adam update (~lr per element), bounded
+// whatever v is. The error buffers hold values in these units.
+//
+// Note [the momentum clip]: with the variance frozen, a parameter that got
+// (almost) no gradient during the warm-up (v ~ 0, so a denominator ~ eps)
+// and gets one later would take steps of lr * m / eps, and through the
+// shared scale of the 1-bit chunks it drags every other element along (a
+// 2-rank Fashion-MNIST run with a 20-step warm-up went to NaN within 30
+// steps). Exact Adam cannot do this: its v grows with the new gradient. So
+// in the compression stage |m| is clipped to momentum_clip * denominator,
+// i.e. no element's update exceeds momentum_clip * lr; a parameter that
+// was silent through the warm-up stays (nearly) where it is.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "compress/state_io.h"
 #include "core/errors.h"
@@ -46,6 +70,33 @@ double norm(const float* x, size_t n) {
   double s = 0;  // one fixed order: identical on every rank
   for (size_t i = 0; i < n; ++i) s += double(x[i]) * x[i];
   return std::sqrt(s);
+}
+
+// The compression stage's averaging of the momentum (Note [preconditioned
+// 1-bit compression], Note [the momentum clip]); `scratch` (n floats) holds
+// the denominators.
+void compressed_average(OneBitAllreduce& ar, std::vector<float>& m, const std::vector<float>& v,
+                        float inv_bc2, float eps, bool precondition, float clip, float* scratch) {
+  const size_t n = m.size();
+  const float hi = clip > 0 ? clip : std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    scratch[i] = std::sqrt(v[i] * inv_bc2) + eps;
+    const float u = std::clamp(m[i] / scratch[i], -hi, hi);
+    m[i] = precondition ? u : u * scratch[i];
+  }
+  ar.run(m.data());
+  if (precondition) {
+    for (size_t i = 0; i < n; ++i) m[i] *= scratch[i];
+  }
+}
+
+// The error buffers' units depend on precondition_compression.
+void check_units(uint64_t saved, bool now, const std::string& what) {
+  if (bool(saved) != now) {
+    raise(ErrorCode::InvalidArgument, "{}: the state was saved with precondition_compression = {}, "
+          "these options have {} (the error buffers would be in the wrong units)", what,
+          bool(saved), now);
+  }
 }
 
 void check_count(const Communicator& comm, const char* who, size_t n) {
@@ -83,9 +134,10 @@ class OneBitAdam::Impl {
       bc2 = correction(b2, t, o_.bias_correction);
       wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
     } else {
-      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
-      ar_.run(m_.data());
       bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      compressed_average(ar_, m_, v_, 1.0f / bc2, o_.eps, o_.precondition_compression,
+                         o_.momentum_clip, g);
       wire_ = ar_.wire_bytes();
     }
     const float lr = o_.lr, eps = o_.eps, wd = o_.weight_decay;
@@ -101,6 +153,7 @@ class OneBitAdam::Impl {
   std::string save() const {
     compress::StateWriter w("OneBitAdam");
     w.u64("count", n_);
+    w.u64("preconditioned", o_.precondition_compression);
     w.u64("step", t_);
     w.u64("freeze_step", o_.freeze_step);
     w.floats("exp_avg", m_);
@@ -114,6 +167,7 @@ class OneBitAdam::Impl {
     const std::string what = fmt::format("rank {}: OneBitAdam::load_state", comm_.rank());
     compress::StateReader r(state, "OneBitAdam", what);
     const uint64_t n = r.u64("count");
+    check_units(r.u64("preconditioned"), o_.precondition_compression, what);
     if (n != n_) {
       raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters, this optimizer has {}",
             what, n, n_);
@@ -185,7 +239,9 @@ class OneBitLamb::Impl {
       if (v_fresh_.empty()) v_fresh_ = v_;  // the first compression step
       m_last_ = m_;
       for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
-      ar_->run(m_.data());
+      const float frozen_bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+      compressed_average(*ar_, m_, v_, 1.0f / frozen_bc2, eps, o_.precondition_compression,
+                         o_.momentum_clip, g);
       wire_ = ar_->wire_bytes();
     }
     const float inv_bc2 =
@@ -245,6 +301,7 @@ class OneBitLamb::Impl {
   std::string save() const {
     compress::StateWriter w("OneBitLamb");
     w.u64("count", n_);
+    w.u64("preconditioned", o_.precondition_compression);
     w.u64("layers", layers_.size());
     w.bytes("layer_sizes", layers_.data(), layers_.size() * sizeof(size_t));
     w.u64("step", t_);
@@ -264,7 +321,9 @@ class OneBitLamb::Impl {
   void load(std::string_view state) {
     const std::string what = fmt::format("rank {}: OneBitLamb::load_state", comm_.rank());
     compress::StateReader r(state, "OneBitLamb", what);
-    const uint64_t n = r.u64("count"), layers = r.u64("layers");
+    const uint64_t n = r.u64("count");
+    check_units(r.u64("preconditioned"), o_.precondition_compression, what);
+    const uint64_t layers = r.u64("layers");
     const auto sizes = r.bytes("layer_sizes");
     if (n != n_ || layers != layers_.size() || sizes.size() != layers_.size() * sizeof(size_t) ||
         std::memcmp(sizes.data(), layers_.data(), sizes.size()) != 0) {

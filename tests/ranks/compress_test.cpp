@@ -69,6 +69,7 @@ std::string drop_adam_errors(const std::string& state, size_t n) {
   gradwire::compress::StateReader r(state, "OneBitAdam", "test");
   gradwire::compress::StateWriter w("OneBitAdam");
   w.u64("count", r.u64("count"));
+  w.u64("preconditioned", r.u64("preconditioned"));
   w.u64("step", r.u64("step"));
   w.u64("freeze_step", r.u64("freeze_step"));
   w.floats("exp_avg", r.floats("exp_avg", n));
@@ -177,29 +178,59 @@ TEST(OneBitAdam, WarmupIsExactAdam) {
 TEST(OneBitAdam, CompressesConvergesAndKeepsReplicasIdentical) {
   auto& w = world();
   const size_t n = 20000;
+  // Both variants: the momentum compressed as in the paper, and (the
+  // default) preconditioned (Note [preconditioned 1-bit compression]).
+  for (bool preconditioned : {false, true}) {
+    SCOPED_TRACE(preconditioned ? "preconditioned" : "momentum");
+    OneBitAdamOptions o;
+    o.lr = 0.02f;
+    o.freeze_step = 20;
+    o.precondition_compression = preconditioned;
+    OneBitAdam opt(w, n, o);
+    std::vector<float> p(n, 0.0f);
+    size_t warm_bytes = 0;
+    for (uint64_t t = 0; t < 400; ++t) {
+      auto g = local_grad(p, w.rank(), t);
+      opt.step(p.data(), g.data());
+      if (t == 0) warm_bytes = opt.last_wire_bytes();
+    }
+    EXPECT_TRUE(opt.compressing());
+    ASSERT_TRUE(same_on_every_rank(p.data(), n * sizeof(float)));
+    // Mean distance to the optimum (it starts at ~0.7): 1-bit steps leave
+    // single coordinates oscillating around it, by about the momentum's rms
+    // (paper variant) or about lr (preconditioned), so the maximum is not a
+    // fair measure. A numpy model of the paper variant gives 0.025 after 400
+    // steps at 2 ranks; measured here: 0.024 and 0.084 (2 ranks), 0.036 and
+    // 0.147 (3 ranks): the preconditioned floor is ~lr-sized.
+    EXPECT_LT(mean_distance(p), preconditioned ? 0.25 : 0.06);
+    if (w.size() > 1) {
+      // The target: >= 25x fewer bytes than float32 averaging.
+      const double ratio = double(warm_bytes) / double(opt.last_wire_bytes());
+      EXPECT_GE(ratio, 25.0) << warm_bytes << " vs " << opt.last_wire_bytes();
+    }
+  }
+}
+
+// A parameter that gets no gradient through the warm-up (v = 0) and one
+// afterwards: without the momentum clip its steps would be lr * m / eps and
+// the shared 1-bit scale would spread that to every element (NaN within a
+// few dozen steps on the Fashion-MNIST CNN). With it, training stays finite.
+TEST(OneBitAdam, SilentDuringWarmupStaysFinite) {
+  auto& w = world();
+  const size_t n = 5000;
   OneBitAdamOptions o;
-  o.lr = 0.02f;
-  o.freeze_step = 20;
+  o.lr = 0.01f;
+  o.freeze_step = 10;
   OneBitAdam opt(w, n, o);
   std::vector<float> p(n, 0.0f);
-  size_t warm_bytes = 0;
-  for (uint64_t t = 0; t < 400; ++t) {
+  for (uint64_t t = 0; t < 100; ++t) {
     auto g = local_grad(p, w.rank(), t);
+    for (size_t i = 0; i < n; i += 7) {
+      if (t < 10) g[i] = 0.0f;  // silent through the warm-up
+    }
     opt.step(p.data(), g.data());
-    if (t == 0) warm_bytes = opt.last_wire_bytes();
   }
-  EXPECT_TRUE(opt.compressing());
-  ASSERT_TRUE(same_on_every_rank(p.data(), n * sizeof(float)));
-  // Mean distance to the optimum (it starts at ~0.7): 1-bit steps leave
-  // single coordinates oscillating around it by about the momentum's rms, so
-  // the maximum is not a fair measure (a numpy model of the same algorithm
-  // gives a mean of 0.025 after 400 steps at 2 ranks).
-  EXPECT_LT(mean_distance(p), 0.06);
-  if (w.size() > 1) {
-    // The target: >= 25x fewer bytes than float32 averaging.
-    const double ratio = double(warm_bytes) / double(opt.last_wire_bytes());
-    EXPECT_GE(ratio, 25.0) << warm_bytes << " vs " << opt.last_wire_bytes();
-  }
+  for (float x : p) ASSERT_TRUE(std::isfinite(x) && std::fabs(x) < 10.0f) << x;
 }
 
 TEST(OneBitLamb, CompressesConvergesAndKeepsReplicasIdentical) {
@@ -207,6 +238,7 @@ TEST(OneBitLamb, CompressesConvergesAndKeepsReplicasIdentical) {
   OneBitLambOptions o;
   o.lr = 0.01f;
   o.freeze_step = 30;
+  o.precondition_compression = false;  // the paper's variant (the default is tested via Adam)
   o.weight_decay = 0.001f;
   OneBitLamb opt(w, {1000, 37, 4000}, o);
   std::vector<float> p(opt.count(), 1.0f);  // LAMB scales by ||p||: start away from 0

@@ -1,0 +1,69 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// 1-bit Adam and 1-bit LAMB as torch::optim optimizers (over the flat-buffer
+// implementations in gradwire/compress.h).
+//
+// They average gradients themselves: use them on a plain module, NOT on one
+// wrapped in DistributedDataParallel (which would average the gradients a
+// second time and defeat the compression). The constructor broadcasts the
+// parameters from rank 0, so the replicas start equal; each rank then calls
+// loss.backward() on its own batch and optimizer.step() as usual.
+//
+//   auto comm = gradwire::Communicator::create();
+//   gradwire::OneBitAdamOptions o;  o.lr = 1e-3;  o.freeze_step = 200;
+//   gradwire::torch::OneBitAdam opt(model->parameters(), *comm, o);
+//   ... loss.backward(); opt.step(); opt.zero_grad();
+//
+// Parameters must be float32 CPU tensors. The learning rate of param group 0
+// (set by torch's LR schedulers) is used at every step. save()/load() write
+// this rank's whole state (moments, error buffers, step counter), so a
+// resumed run continues bit for bit; every rank must save and load its own.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <vector>
+
+#include "gradwire/communicator.h"
+#include "gradwire/compress.h"
+
+namespace gradwire::torch {
+
+class OneBitAdam : public ::torch::optim::Optimizer {
+ public:
+  OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
+             gradwire::OneBitAdamOptions options = {});
+  ~OneBitAdam() override;
+
+  ::torch::Tensor step(LossClosure closure = nullptr) override;
+  void save(::torch::serialize::OutputArchive& archive) const override;
+  void load(::torch::serialize::InputArchive& archive) override;
+
+  gradwire::OneBitAdam& core() { return *core_; }
+
+ private:
+  std::vector<::torch::Tensor> params_;
+  std::unique_ptr<gradwire::OneBitAdam> core_;
+  std::vector<float> flat_params_, flat_grads_;
+};
+
+class OneBitLamb : public ::torch::optim::Optimizer {
+ public:
+  // Each parameter tensor is one LAMB layer (its own scaling coefficient).
+  OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
+             gradwire::OneBitLambOptions options = {});
+  ~OneBitLamb() override;
+
+  ::torch::Tensor step(LossClosure closure = nullptr) override;
+  void save(::torch::serialize::OutputArchive& archive) const override;
+  void load(::torch::serialize::InputArchive& archive) override;
+
+  gradwire::OneBitLamb& core() { return *core_; }
+
+ private:
+  std::vector<::torch::Tensor> params_;
+  std::unique_ptr<gradwire::OneBitLamb> core_;
+  std::vector<float> flat_params_, flat_grads_;
+};
+
+}  // namespace gradwire::torch

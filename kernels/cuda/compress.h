@@ -1,0 +1,47 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// CUDA twins of kernels/cpu/compress.h over the same element math
+// (kernels/compress_math.h). Host launchers only, no CUDA types: a stream is
+// the cudaStream_t as void* (nullptr: the legacy default stream), a cuBLAS
+// handle the cublasHandle_t as void*. Nothing here synchronises with the
+// host: scales stay in device memory, so a whole compressed step can be
+// enqueued without a round trip. Failures throw gradwire::Error (Internal).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gradwire::kernels::cuda {
+
+// *scale = rms_scale(sum of (x + error)^2, n), computed on the device
+// (error may be nullptr). `scratch` is one device double.
+void rms_scale(const float* x, const float* error, size_t n, double* scratch, float* scale,
+               void* stream);
+
+// The fused compress pass (Note [sign bit layout]): warp ballots, one 32-bit
+// word per 32 elements; writes exactly packed_bytes(n) bytes (the last
+// partial byte's unused bits are 0). Reads the scale from device memory.
+void compress_signs(const float* x, float* error, const float* scale, uint8_t* bits, size_t n,
+                    void* stream);
+
+// out[i] = +-(*scale * multiplier), or acc[i] += that when accumulate.
+void decompress_signs(const uint8_t* bits, const float* scale, float multiplier, float* out,
+                      size_t n, bool accumulate, void* stream);
+
+// float32 <-> float16 / bfloat16, the reduce_math.h conversions.
+void float_to_half(uint16_t* dst, const float* src, size_t n, void* stream);
+void half_to_float(float* dst, const uint16_t* src, size_t n, void* stream);
+void float_to_bf16(uint16_t* dst, const float* src, size_t n, void* stream);
+void bf16_to_float(float* dst, const uint16_t* src, size_t n, void* stream);
+
+// PowerSGD, with the CPU functions' layouts (row-major M, P and Q kept
+// transposed as r rows): products through cuBLAS on the handle's stream.
+void lowrank_project(void* cublas, const float* M, size_t n, size_t m, const float* Qt, size_t r,
+                     float* Pt);
+void lowrank_project_transposed(void* cublas, const float* M, size_t n, size_t m, const float* Pt,
+                                size_t r, float* Qt);
+void lowrank_expand(void* cublas, const float* Pt, const float* Qt, size_t n, size_t m, size_t r,
+                    float* M);
+// Gram-Schmidt on the r rows of A (one thread block, in the CPU order).
+void orthonormalize_rows(float* A, size_t r, size_t len, float epsilon, void* stream);
+
+}  // namespace gradwire::kernels::cuda

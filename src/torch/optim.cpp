@@ -1,0 +1,164 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// 1-bit Adam / 1-bit LAMB as torch::optim optimizers (gradwire/torch/optim.h):
+// the parameters and gradients are gathered into flat float32 buffers, the
+// core optimizer steps them, and the parameters are written back.
+#include "gradwire/torch/optim.h"
+
+#include <torch/optim/adam.h>
+#include <torch/serialize/archive.h>
+
+#include <cstring>
+#include <string>
+
+#include "gradwire/error.h"
+
+namespace gradwire::torch {
+namespace {
+
+std::string where(const Communicator& comm, const char* who) {
+  return "rank " + std::to_string(comm.rank()) + ": " + who;
+}
+
+// Float32, CPU, dense; returns the total count. Broadcasts the parameters
+// from rank 0 (replicas start equal) after checking every rank has the same
+// number of elements.
+size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, const char* who) {
+  size_t n = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (p.scalar_type() != ::torch::kFloat32 || !p.device().is_cpu() ||
+        p.layout() != ::torch::kStrided) {
+      throw Error(ErrorCode::InvalidArgument,
+                  where(comm, who) + ": parameter " + std::to_string(i) +
+                      " must be a dense float32 CPU tensor (it is " +
+                      std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
+    }
+    n += size_t(p.numel());
+  }
+  std::vector<int64_t> counts(size_t(comm.size()));
+  const int64_t mine = int64_t(n);
+  comm.allgather(&mine, counts.data(), counts.size(), DataType::Int64).wait();
+  for (int r = 0; r < comm.size(); ++r) {
+    if (counts[size_t(r)] != mine) {
+      throw Error(ErrorCode::Mismatch, where(comm, who) + ": this rank has " + std::to_string(n) +
+                                           " parameter elements, rank " + std::to_string(r) +
+                                           " has " + std::to_string(counts[size_t(r)]) +
+                                           " (a different model?)");
+    }
+  }
+  ::torch::NoGradGuard no_grad;
+  for (const auto& p : params) {
+    auto c = p.contiguous();
+    comm.broadcast(c.data_ptr<float>(), c.data_ptr<float>(), size_t(c.numel()), DataType::Float32, 0)
+        .wait();
+    if (!c.is_same(p)) p.copy_(c);
+  }
+  return n;
+}
+
+template <typename Core>
+::torch::Tensor step_flat(std::vector<::torch::Tensor>& params, Core& core, std::vector<float>& fp,
+                          std::vector<float>& fg, double lr,
+                          const ::torch::optim::Optimizer::LossClosure& closure) {
+  ::torch::Tensor loss;
+  if (closure) {
+    ::torch::AutoGradMode enable(true);
+    loss = closure();
+  }
+  ::torch::NoGradGuard no_grad;
+  fp.resize(core.count());
+  fg.resize(core.count());
+  size_t at = 0;
+  for (auto& p : params) {
+    const size_t n = size_t(p.numel());
+    auto pc = p.contiguous();
+    std::memcpy(fp.data() + at, pc.data_ptr<float>(), n * sizeof(float));
+    const auto& g = p.grad();
+    if (g.defined()) {
+      auto gc = g.to(::torch::kFloat32).contiguous();
+      std::memcpy(fg.data() + at, gc.data_ptr<float>(), n * sizeof(float));
+    } else {
+      // No gradient on this rank: it contributes zeros (every rank still
+      // takes part in the collective).
+      std::memset(fg.data() + at, 0, n * sizeof(float));
+    }
+    at += n;
+  }
+  core.options().lr = float(lr);
+  core.step(fp.data(), fg.data());
+  at = 0;
+  for (auto& p : params) {
+    const size_t n = size_t(p.numel());
+    p.copy_(::torch::from_blob(fp.data() + at, p.sizes(), ::torch::kFloat32));
+    at += n;
+  }
+  return loss;
+}
+
+void save_state(::torch::serialize::OutputArchive& archive, const std::string& state) {
+  auto t = ::torch::empty({int64_t(state.size())}, ::torch::kUInt8);
+  if (!state.empty()) std::memcpy(t.data_ptr<uint8_t>(), state.data(), state.size());
+  archive.write("gradwire_state", t);
+}
+
+std::string load_state(::torch::serialize::InputArchive& archive) {
+  ::torch::Tensor t;
+  archive.read("gradwire_state", t);
+  t = t.contiguous();
+  return std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), size_t(t.numel()));
+}
+
+std::unique_ptr<::torch::optim::AdamOptions> adam_defaults(double lr, float b1, float b2, float eps,
+                                                      float wd) {
+  auto o = std::make_unique<::torch::optim::AdamOptions>(lr);
+  o->betas(std::make_tuple(double(b1), double(b2))).eps(eps).weight_decay(wd);
+  return o;
+}
+
+}  // namespace
+
+OneBitAdam::OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
+                       gradwire::OneBitAdamOptions options)
+    : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
+                                 options.weight_decay)),
+      params_(std::move(params)) {
+  const size_t n = prepare(params_, comm, "OneBitAdam");
+  core_ = std::make_unique<gradwire::OneBitAdam>(comm, n, options);
+}
+OneBitAdam::~OneBitAdam() = default;
+
+::torch::Tensor OneBitAdam::step(LossClosure closure) {
+  return step_flat(params_, *core_, flat_params_, flat_grads_,
+                   param_groups().at(0).options().get_lr(), closure);
+}
+void OneBitAdam::save(::torch::serialize::OutputArchive& archive) const {
+  save_state(archive, core_->save_state());
+}
+void OneBitAdam::load(::torch::serialize::InputArchive& archive) {
+  core_->load_state(load_state(archive));
+}
+
+OneBitLamb::OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
+                       gradwire::OneBitLambOptions options)
+    : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
+                                 options.weight_decay)),
+      params_(std::move(params)) {
+  prepare(params_, comm, "OneBitLamb");
+  std::vector<size_t> layers;
+  for (const auto& p : params_) layers.push_back(size_t(p.numel()));
+  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options);
+}
+OneBitLamb::~OneBitLamb() = default;
+
+::torch::Tensor OneBitLamb::step(LossClosure closure) {
+  return step_flat(params_, *core_, flat_params_, flat_grads_,
+                   param_groups().at(0).options().get_lr(), closure);
+}
+void OneBitLamb::save(::torch::serialize::OutputArchive& archive) const {
+  save_state(archive, core_->save_state());
+}
+void OneBitLamb::load(::torch::serialize::InputArchive& archive) {
+  core_->load_state(load_state(archive));
+}
+
+}  // namespace gradwire::torch

@@ -1,0 +1,152 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The CUDA compression kernels against their CPU twins (kernels/cpu/
+// compress.h): the sign kernels and casts must agree bit for bit (same
+// element math), the products and the orthonormalisation within float
+// rounding. Skips, saying why, where no GPU can be used.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/compress_math.h"
+#include "kernels/cpu/compress.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cuda/compress.h"
+
+namespace gradwire::kernels {
+namespace {
+
+const size_t kLengths[] = {1, 7, 8, 31, 32, 33, 63, 1000, 4099, 65536 + 17};
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+class CompressGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
+    if (count == 0) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount returned 0)";
+    ASSERT_EQ(cublasCreate(&blas_), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    for (void* p : allocations_) cudaFree(p);
+    if (blas_) cublasDestroy(blas_);
+  }
+  template <typename T>
+  T* upload(const std::vector<T>& host) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T) + 16), cudaSuccess);
+    allocations_.push_back(p);
+    if (!host.empty()) cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> out(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (n) cudaMemcpy(out.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+  cublasHandle_t blas_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+TEST_F(CompressGpuTest, SignKernelsMatchTheCpuBitForBit) {
+  for (size_t n : kLengths) {
+    SCOPED_TRACE(n);
+    const auto x = randoms(n, uint32_t(n));
+    auto err = randoms(n, uint32_t(n) + 1);
+    float* dx = upload(x);
+    float* derr = upload(err);
+    double* dsum = upload(std::vector<double>(1));
+    float* dscale = upload(std::vector<float>(1));
+    uint8_t* dbits = upload(std::vector<uint8_t>(packed_bytes(n) + 4, 0xAA));
+    cuda::rms_scale(dx, derr, n, dsum, dscale, nullptr);
+    const float gpu_scale = download(dscale, 1)[0];
+    const float cpu_scale = rms_scale(sum_squares(x.data(), err.data(), n), n);
+    EXPECT_NEAR(gpu_scale, cpu_scale, 1e-6 * cpu_scale);
+    // Same scale for both sides from here on, so the bits must match exactly.
+    cudaMemcpy(dscale, &cpu_scale, sizeof(float), cudaMemcpyHostToDevice);
+    cuda::compress_signs(dx, derr, dscale, dbits, n, nullptr);
+    std::vector<uint8_t> bits(packed_bytes(n));
+    compress_signs(x.data(), err.data(), cpu_scale, bits.data(), n);
+    const auto gbits = download(dbits, packed_bytes(n) + 4);
+    EXPECT_EQ(0, std::memcmp(gbits.data(), bits.data(), bits.size()));
+    EXPECT_EQ(gbits[packed_bytes(n)], 0xAA) << "wrote past packed_bytes(n)";
+    EXPECT_EQ(download(derr, n), err);
+    std::vector<float> out(n, 1.0f);
+    float* dout = upload(out);
+    cuda::decompress_signs(dbits, dscale, 0.5f, dout, n, /*accumulate=*/true, nullptr);
+    accumulate_signs(bits.data(), cpu_scale * 0.5f, out.data(), n);
+    EXPECT_EQ(download(dout, n), out);
+  }
+}
+
+TEST_F(CompressGpuTest, CastsMatchTheCpu) {
+  for (size_t n : kLengths) {
+    const auto x = randoms(n, 9);
+    std::vector<uint16_t> h(n), b(n);
+    float_to_half(h.data(), x.data(), n);
+    float_to_bf16(b.data(), x.data(), n);
+    float* dx = upload(x);
+    uint16_t* dh = upload(std::vector<uint16_t>(n));
+    uint16_t* db = upload(std::vector<uint16_t>(n));
+    cuda::float_to_half(dh, dx, n, nullptr);
+    cuda::float_to_bf16(db, dx, n, nullptr);
+    EXPECT_EQ(download(dh, n), h);
+    EXPECT_EQ(download(db, n), b);
+    std::vector<float> wide(n);
+    half_to_float(wide.data(), h.data(), n);
+    float* dw = upload(std::vector<float>(n));
+    cuda::half_to_float(dw, dh, n, nullptr);
+    EXPECT_EQ(download(dw, n), wide);
+  }
+}
+
+TEST_F(CompressGpuTest, PowerSgdProductsAndOrthonormalisation) {
+  const size_t n = 65, m = 33, r = 4;
+  const auto M = randoms(n * m, 1);
+  auto Qt = randoms(r * m, 2);
+  orthonormalize_rows(Qt.data(), r, m, 0.0f);
+  std::vector<float> Pt(r * n), Q2(r * m), Mh(n * m);
+  lowrank_project(M.data(), n, m, Qt.data(), r, Pt.data());
+  float* dM = upload(M);
+  float* dQ = upload(Qt);
+  float* dP = upload(std::vector<float>(r * n));
+  cuda::lowrank_project(blas_, dM, n, m, dQ, r, dP);
+  auto gP = download(dP, r * n);
+  for (size_t i = 0; i < gP.size(); ++i) ASSERT_NEAR(gP[i], Pt[i], 1e-4 * (1 + std::fabs(Pt[i])));
+  orthonormalize_rows(Pt.data(), r, n, 0.0f);
+  cudaMemcpy(dP, Pt.data(), Pt.size() * sizeof(float), cudaMemcpyHostToDevice);
+  lowrank_project_transposed(M.data(), n, m, Pt.data(), r, Q2.data());
+  cuda::lowrank_project_transposed(blas_, dM, n, m, dP, r, dQ);
+  auto gQ = download(dQ, r * m);
+  for (size_t i = 0; i < gQ.size(); ++i) ASSERT_NEAR(gQ[i], Q2[i], 1e-4 * (1 + std::fabs(Q2[i])));
+  cudaMemcpy(dQ, Q2.data(), Q2.size() * sizeof(float), cudaMemcpyHostToDevice);
+  lowrank_expand(Pt.data(), Q2.data(), n, m, r, Mh.data());
+  float* dMh = upload(std::vector<float>(n * m));
+  cuda::lowrank_expand(blas_, dP, dQ, n, m, r, dMh);
+  auto gM = download(dMh, n * m);
+  for (size_t i = 0; i < gM.size(); ++i) ASSERT_NEAR(gM[i], Mh[i], 1e-4 * (1 + std::fabs(Mh[i])));
+  // Orthonormalisation on the device, in the CPU's order and precision.
+  auto A = randoms(r * 1000, 3), B = A;
+  float* dA = upload(A);
+  cuda::orthonormalize_rows(dA, r, 1000, 1e-8f, nullptr);
+  orthonormalize_rows(B.data(), r, 1000, 1e-8f);
+  auto gA = download(dA, A.size());
+  for (size_t i = 0; i < gA.size(); ++i) ASSERT_NEAR(gA[i], B[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace gradwire::kernels
