@@ -39,7 +39,14 @@ def main():
         torch.nn.Linear(784, a.hidden), torch.nn.ReLU(),
         torch.nn.Linear(a.hidden, a.hidden), torch.nn.ReLU(),
         torch.nn.Linear(a.hidden, 10))
-    model = DDP(net)
+    # PowerSGD under gloo: with several buckets, the hook's chained futures
+    # issue their allreduces from completion callbacks, in an order that
+    # differs between ranks, and gloo fails with "Received data size doesn't
+    # match expected size ... collective mismatch" (observed with torch
+    # 2.15). One bucket for everything avoids the interleaving; gradwire's
+    # hook queues both allreduces of a bucket in bucket order instead (Note
+    # [composite operations] in src/compress/powersgd.cpp).
+    model = DDP(net, bucket_cap_mb=1024) if a.mode == "powersgd" else DDP(net)
     if a.mode == "powersgd":
         state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=a.rank,
                                    start_powerSGD_iter=6)

@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "collectives/ring.h"
 
+#include <algorithm>
 #include <array>
 
 #include "core/errors.h"
@@ -9,9 +10,14 @@
 namespace gradwire::collectives {
 
 namespace {
-// Receives and sends in flight per direction. Four 1 MiB segments keep the
-// fabric busy while the reduction of the previous segment runs.
-constexpr size_t kWindow = 4;
+// Receives and sends in flight per direction: enough segments to keep about
+// kInFlightBytes moving (four 1 MiB segments keep the fabric busy while the
+// reduction of the previous segment runs), and at least four. Small
+// segments (tcp;ofi_rxm sends them eagerly, Note [eager segments on tcp] in
+// core/setup.cpp) need more of them in flight to fill a link's
+// bandwidth-delay product.
+constexpr size_t kInFlightBytes = size_t(4) << 20;
+constexpr size_t kMinWindow = 4, kMaxWindow = 256;
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
@@ -32,6 +38,8 @@ void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, i
   const size_t units = size_t(nsteps) * nseg;
   const bool reduces = first_step < n - 1;
   const size_t slot_bytes = seg.seg_elems * es;
+  const size_t kWindow =
+      std::clamp(kInFlightBytes / std::max<size_t>(slot_bytes, 1), kMinWindow, kMaxWindow);
   std::byte* window = reduces ? ctx.scratch(kWindow * slot_bytes) : nullptr;
   // Slots are numbered by absolute step so that an allgather run alone and
   // the allgather half of an allreduce agree (and never collide).
