@@ -32,6 +32,26 @@ struct Options {
   // spdlog level: trace, debug, info, warn, error, off (GRADWIRE_LOG_LEVEL).
   std::string log_level = "warn";
 
+  // Never hang silently (README "Reading a timeout report").
+  // Collectives the flight recorder keeps per process, newest last; 0 turns
+  // recording and dumps off (GRADWIRE_FR_SIZE).
+  size_t flight_recorder_size = 2048;
+  // Where each rank writes gradwire-fr-rank<R>.json on a timeout or error:
+  // "" = /tmp/gradwire-fr (GRADWIRE_FR_DIR).
+  std::string flight_recorder_dir;
+  // Before every collective, ranks exchange a fingerprint (op, dtype, count,
+  // root, sequence number) and fail with Mismatch if they differ: one small
+  // exchange per collective (GRADWIRE_DEBUG=DETAIL; OFF is the default).
+  bool debug_detail = false;
+  // On a collective's failure: false raises in the caller (the
+  // communicator is aborted); true dumps, logs and aborts the process, like
+  // TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (GRADWIRE_ASYNC_ERROR_HANDLING=raise|abort).
+  bool abort_process_on_error = false;
+  // Timeline: a Chrome-trace file per rank and a run manifest in this
+  // directory ("" = off; GRADWIRE_TRACE_DIR). For diagnosis runs: each
+  // event is appended under a lock.
+  std::string trace_dir;
+
   // Returns *this with GRADWIRE_* overrides applied. Throws InvalidArgument
   // naming the variable for a malformed value or an unknown GRADWIRE_ name.
   Options with_env_overrides() const;

@@ -184,6 +184,14 @@ struct ReducerOptions {
   int sync_every_k_steps = 1;
   // Empty: allreduce_hook().
   CommHook comm_hook;
+  // Stall inspector (Note [stall inspector] in src/reducer/stall.h): once a
+  // step has waited this long for a Bucket (not launched on some rank, or
+  // not complete), log which ranks miss which Bucket and the parameters it
+  // holds, again every stall_warn; after stall_shutdown, abort the job with
+  // that message. 0 turns either off. GRADWIRE_STALL_WARN_S and
+  // GRADWIRE_STALL_SHUTDOWN_S (seconds) override them.
+  std::chrono::milliseconds stall_warn{std::chrono::seconds(60)};
+  std::chrono::milliseconds stall_shutdown{std::chrono::minutes(30)};
 };
 
 // Timestamps of one synchronised step, for overlap measurements.

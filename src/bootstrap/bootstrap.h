@@ -12,6 +12,8 @@
 
 namespace gradwire::bootstrap {
 
+class Store;
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
@@ -25,6 +27,9 @@ class Bootstrap {
   virtual std::vector<std::string> allgather(const std::string& mine, Deadline deadline) = 0;
   // "mpirun", "torchrun store 127.0.0.1:29500", "file store /tmp/x".
   virtual std::string describe() const = 0;
+  // The key-value store behind this bootstrap, if it has one (torchrun env,
+  // file store); the watchdog reports failures through it (Note [watchdog]).
+  virtual Store* store() { return nullptr; }
 };
 
 // Picks the launcher from the environment, in this order:

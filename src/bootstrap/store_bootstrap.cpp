@@ -24,6 +24,7 @@ class StoreBootstrap final : public Bootstrap {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   std::string describe() const override { return store_->describe(); }
+  Store* store() override { return store_.get(); }
 
   // Round n writes "ag/<n>/<rank>". Every rank makes the same sequence of
   // calls, so the round number alone keeps rounds apart and no key is ever

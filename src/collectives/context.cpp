@@ -107,7 +107,14 @@ void Context::fail_timeout(const Request& req) const {
 
 void Context::progress_or_fail(const Request& blocking) {
   poll();
-  if ((++polls_ & 255u) == 0 && !blocking.done() && deadline_.expired()) fail_timeout(blocking);
+  if ((++polls_ & 255u) == 0 && !blocking.done()) {
+    if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
+      raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}: {}", what_,
+            blocking.is_send ? "sending to" : "waiting for data from", blocking.peer,
+            *interrupt_reason_);
+    }
+    if (deadline_.expired()) fail_timeout(blocking);
+  }
 }
 
 void Context::stalled(const Request* oldest_recv, std::span<const Request> sends) {

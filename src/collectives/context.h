@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,16 @@ class Context {
   // "rank 2: allreduce #17 (1048576 x float32 sum)"
   const std::string& what() const { return what_; }
   void set_algorithm(std::string_view name) { algorithm_ = name; }
+  // Note [interrupting a collective]: another thread (the watchdog, on a
+  // peer's report of a failure) sets `*flag` after writing `*reason` and
+  // `*code`; waits then fail with that code naming the reason instead of
+  // running to their deadline. Checked as rarely as the deadline.
+  void set_interrupt(const std::atomic<bool>* flag, const std::string* reason,
+                     const std::atomic<int>* code) {
+    interrupt_ = flag;
+    interrupt_reason_ = reason;
+    interrupt_code_ = code;
+  }
 
   // `n` fresh requests that live as long as this Context. Note [requests
   // outlive the collective]: when a collective fails, the communicator
@@ -99,6 +110,9 @@ class Context {
   std::array<std::vector<std::byte>, 2>& scratch_;
   std::string what_;
   std::string_view algorithm_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+  const std::string* interrupt_reason_ = nullptr;
+  const std::atomic<int>* interrupt_code_ = nullptr;  // an ErrorCode
   uint32_t idle_polls_ = 0;
   std::vector<std::unique_ptr<Request[]>> request_blocks_;
   uint32_t polls_ = 0;

@@ -9,10 +9,14 @@
 #include "collectives/collectives.h"
 #include "core/communicator_impl.h"
 #include "core/errors.h"
+#include "core/fingerprint.h"
 #include "core/logging.h"
 #include "core/setup.h"
+#include "core/trace.h"
 
 namespace gradwire {
+
+using transport::nccl::Collective;  // Note [device-buffer dispatch]
 
 CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
                                    std::string name_in,
@@ -22,18 +26,37 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
     : options(std::move(options_in)), rank(rank_in), size(size_in), name(std::move(name_in)),
       iface(std::move(iface_in)), bootstrap(std::move(bootstrap_in)),
       transport(std::move(transport_in)),
-      engine_(std::make_unique<Engine>("gradwire " + name)) {}
+      engine_(std::make_unique<Engine>("gradwire " + name)) {
+  world_rank = rank;  // setup::split overrides it for sub-communicators
+  auto& recorder = fr::Recorder::instance();
+  // The first communicator of the process (the world) sizes the recorder.
+  recorder.configure(options.flight_recorder_size, options.flight_recorder_dir, rank, size);
+  fr_comm_ = recorder.register_comm(name, rank, size);
+  trace::configure(options.trace_dir, rank);
+  watchdog_ = std::make_unique<Watchdog>(*this, bootstrap ? bootstrap->store() : nullptr);
+}
 
 CommunicatorImpl::~CommunicatorImpl() {
+  if (!watchdog_->stop()) {
+    // Its thread may still return into the store (Note [watchdog]).
+    (void)bootstrap.release();
+    (void)watchdog_.release();
+  }
   engine_.reset();  // finishes queued collectives (each bounded by its deadline)
+  if (name == "world") trace::flush();
 }
 
 Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
-                              std::function<void(collectives::Context&)> fn) {
+                              std::function<void(collectives::Context&)> fn,
+                              const fr::CollectiveInfo& info) {
   if (aborted_) {
     std::lock_guard<std::mutex> lk(state_mu_);
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
           rank, op, name, abort_reason_);
+  }
+  if (job::failed_flag().load(std::memory_order_acquire)) {
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank, op, name,
+          job::failure_reason());
   }
   std::lock_guard<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
@@ -41,32 +64,62 @@ Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
                                  name == "world" ? "" : fmt::format(" of {}", name), op, seq,
                                  detail.empty() ? "" : fmt::format(" ({})", detail));
   auto state = std::make_shared<detail::WorkState>(what, options.timeout);
-  engine_->submit(state, [this, seq, what, fn = std::move(fn)](detail::WorkState&) {
+  // Note [recording is a few stores] in core/flight_recorder.h.
+  const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
+  const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
+  engine_->submit(state, [this, seq, record, info, what, queued_us, op = std::string(op),
+                          fn = std::move(fn)](detail::WorkState&) {
+    auto& recorder = fr::Recorder::instance();
+    recorder.started(record);
+    // The timeline (core/trace.h): queued and running phases of each collective.
+    const int64_t started_us = queued_us ? trace::now_us() : 0;
+    auto trace_end = [&](bool ok) {
+      if (!queued_us) return;
+      const std::string label = fmt::format("{} #{}", op, seq);
+      trace::span(name, label + " queued", "queued", queued_us, started_us);
+      trace::span(name, label, "collective", started_us, trace::now_us(),
+                  fmt::format("\"detail\": \"{}\", \"ok\": {}", fr::describe(info), ok));
+    };
     if (aborted_) {
+      recorder.done(record, false);
       std::lock_guard<std::mutex> lk(state_mu_);
       raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what,
             abort_reason_);
     }
     collectives::Context ctx(*transport, rank, size, seq, Deadline::after(options.timeout),
                              options, scratch_, what);
+    ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
     try {
+      if (job::failed_flag().load(std::memory_order_acquire)) {
+        raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
+      }
+      if (options.debug_detail && info.op != fr::Op::Other) {
+        check_fingerprint(ctx, make_fingerprint(seq, info));
+      }
       fn(ctx);
     } catch (const Error& e) {
       // Note [a failed collective aborts its communicator]: peers may be
       // mid-way through this collective with transfers posted into our
       // buffers; the message schedule is no longer shared. Cancel everything
       // so no user buffer is written later, and refuse further collectives.
-      fail_communicator(e.what());
+      recorder.done(record, false);
+      trace_end(false);
+      fail_communicator(e.what(), seq, e.code());
       throw;
     } catch (const std::exception& e) {
-      fail_communicator(e.what());
+      recorder.done(record, false);
+      trace_end(false);
+      fail_communicator(e.what(), seq, ErrorCode::Internal);
       raise(ErrorCode::Internal, "{}: {}", what, e.what());
     }
+    recorder.done(record, true);
+    trace_end(true);
   });
   return Work(state);
 }
 
-void CommunicatorImpl::fail_communicator(const std::string& reason) {
+void CommunicatorImpl::fail_communicator(const std::string& reason, uint32_t seq,
+                                         ErrorCode code) {
   {
     std::lock_guard<std::mutex> lk(state_mu_);
     if (aborted_) return;
@@ -75,6 +128,48 @@ void CommunicatorImpl::fail_communicator(const std::string& reason) {
   }
   log().error("{}", reason);
   transport->cancel_all();
+  on_failure(reason, seq, code);
+}
+
+void CommunicatorImpl::on_failure(const std::string& reason, uint32_t seq, ErrorCode code) {
+  auto& recorder = fr::Recorder::instance();
+  recorder.set_error(fr_comm_, seq, reason);
+  // A failure caused by another rank's report is not news to the job.
+  if (!job::failed_flag().load(std::memory_order_acquire)) job::report_failure(world_rank, reason, code);
+  recorder.dump(reason);
+  if (options.abort_process_on_error) {
+    // The watchdog would publish on its next tick; the process will not
+    // live that long.
+    if (bootstrap && bootstrap->store()) job::exchange(*bootstrap->store(), world_rank, options);
+    log().critical("rank {}: aborting the process after: {} (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
+                   world_rank, reason);
+    std::abort();
+  }
+}
+
+// Called by the watchdog: the engine thread is inside an operation past its
+// deadline plus slack and may never return. Nothing here may touch the
+// transport (the stuck thread owns it).
+void CommunicatorImpl::engine_stuck(const std::string& what) {
+  const std::string reason = fmt::format(
+      "{} is still running past its deadline of {:.1f} s: the engine thread of communicator {} "
+      "is stuck (likely a hung provider call or a bug in gradwire); the communicator is aborted",
+      what, std::chrono::duration<double>(options.timeout).count(), name);
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (!aborted_) {
+      abort_reason_ = reason;
+      aborted_ = true;
+    }
+  }
+  log().error("{}", reason);
+  const size_t n = engine_->fail_queued(std::make_exception_ptr(
+      Error(ErrorCode::Timeout, fmt::format("rank {}: a collective queued on communicator {} "
+                                            "will never run: {}", rank, name, reason))));
+  if (n > 0) log().error("rank {}: failed {} queued collectives of {}", rank, n, name);
+  const size_t hash = what.find('#');  // "rank 0: allreduce #12 (...)"
+  on_failure(reason, hash == std::string::npos ? 0 : uint32_t(std::atoi(what.c_str() + hash + 1)),
+             ErrorCode::Timeout);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {
@@ -119,7 +214,8 @@ Communicator::~Communicator() {
   if (impl_ && !impl_->shutdown()) {
     // Note [a stuck engine is leaked]: its thread still uses the transport
     // and the scratch memory; freeing them would crash it, joining it would
-    // hang this process forever.
+    // hang this process forever. Its watchdog has reported it already.
+    impl_->stop_watchdog();
     (void)impl_.release();
   }
 }
@@ -132,7 +228,10 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 std::string Communicator::provider() const { return impl_->transport->properties().provider; }
 const Options& Communicator::options() const { return impl_->options; }
-void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+void Communicator::abort(const std::string& reason) {
+  transport::nccl::abort(*impl_, reason);  // device collectives too
+  impl_->abort(reason);
+}
 
 std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks) {
   auto child = setup::split(*impl_, ranks);
@@ -186,9 +285,11 @@ Work Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   require_buffer(c, "allreduce", "send", send, bytes);
   require_buffer(c, "allreduce", "receive", recv, bytes);
   if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "allreduce", "send == recv");
+  if (auto* gpu = transport::nccl::route(c, "allreduce", {send, recv}))
+    return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op});
   return c.submit("allreduce", describe(count, dtype, op), [=](collectives::Context& ctx) {
     collectives::allreduce(ctx, send, recv, count, dtype, op);
-  });
+  }, {fr::Op::Allreduce, dtype, op, true, -1, count});
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
@@ -202,9 +303,11 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, Da
   const void* in_place = static_cast<const std::byte*>(send) + shard_offset(count, c.size, c.rank) * es;
   if (recv != in_place && overlaps(send, bytes, recv, shard))
     bad_overlap(c, "reduce_scatter", "recv == send + shard_offset(count, size, rank)");
+  if (auto* gpu = transport::nccl::route(c, "reduce_scatter", {send, recv}))
+    return gpu->submit({Collective::Kind::ReduceScatter, send, recv, count, dtype, op});
   return c.submit("reduce_scatter", describe(count, dtype, op), [=](collectives::Context& ctx) {
     collectives::reduce_scatter(ctx, send, recv, count, dtype, op);
-  });
+  }, {fr::Op::ReduceScatter, dtype, op, true, -1, count});
 }
 
 Work Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
@@ -217,9 +320,11 @@ Work Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
   const void* in_place = static_cast<const std::byte*>(recv) + shard_offset(count, c.size, c.rank) * es;
   if (send != in_place && overlaps(send, shard, recv, bytes))
     bad_overlap(c, "allgather", "send == recv + shard_offset(count, size, rank)");
+  if (auto* gpu = transport::nccl::route(c, "allgather", {send, recv}))
+    return gpu->submit({Collective::Kind::AllGather, send, recv, count, dtype});
   return c.submit("allgather", describe(count, dtype), [=](collectives::Context& ctx) {
     collectives::allgather(ctx, send, recv, count, dtype);
-  });
+  }, {fr::Op::Allgather, dtype, ReduceOp::Sum, false, -1, count});
 }
 
 Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
@@ -233,10 +338,12 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   require_buffer(c, "broadcast", "receive", recv, bytes);
   if (c.rank == root && send != recv && overlaps(send, bytes, recv, bytes))
     bad_overlap(c, "broadcast", "send == recv");
+  if (auto* gpu = transport::nccl::route(c, "broadcast", {c.rank == root ? send : nullptr, recv}))
+    return gpu->submit({Collective::Kind::Broadcast, send, recv, count, dtype, ReduceOp::Sum, root});
   return c.submit("broadcast", fmt::format("{} from rank {}", describe(count, dtype), root),
                   [=](collectives::Context& ctx) {
                     collectives::broadcast(ctx, send, recv, count, dtype, root);
-                  });
+                  }, {fr::Op::Broadcast, dtype, ReduceOp::Sum, false, root, count});
 }
 
 Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) {
@@ -245,14 +352,17 @@ Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank,
   require_buffer(c, "alltoall", "send", send, bytes);
   require_buffer(c, "alltoall", "receive", recv, bytes);
   if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "alltoall", "send == recv");
+  if (auto* gpu = transport::nccl::route(c, "alltoall", {send, recv}))
+    return gpu->submit({Collective::Kind::AllToAll, send, recv, count_per_rank, dtype});
   return c.submit("alltoall", fmt::format("{} per rank", describe(count_per_rank, dtype)),
                   [=](collectives::Context& ctx) {
                     collectives::alltoall(ctx, send, recv, count_per_rank, dtype);
-                  });
+                  }, {fr::Op::Alltoall, dtype, ReduceOp::Sum, false, -1, count_per_rank});
 }
 
 Work Communicator::barrier() {
-  return impl_->submit("barrier", "", [](collectives::Context& ctx) { collectives::barrier(ctx); });
+  return impl_->submit("barrier", "", [](collectives::Context& ctx) { collectives::barrier(ctx); },
+                       {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0});
 }
 
 }  // namespace gradwire

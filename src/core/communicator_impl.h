@@ -11,8 +11,11 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/context.h"
 #include "core/engine.h"
+#include "core/flight_recorder.h"
+#include "core/watchdog.h"
 #include "gradwire/communicator.h"
 #include "transport/transport.h"
+#include "transport/nccl/transport.h"
 
 namespace gradwire {
 
@@ -27,15 +30,25 @@ class CommunicatorImpl {
   ~CommunicatorImpl();
 
   // Enqueues `fn` as collective `op` and returns its Work. `detail` goes
-  // into the description ("1048576 x float32 sum").
+  // into the description ("1048576 x float32 sum"); `info` into the flight
+  // recorder and, with GRADWIRE_DEBUG=DETAIL, the fingerprint the ranks
+  // compare first (not for info.op == Other: internal exchanges).
   Work submit(std::string_view op, const std::string& detail,
-              std::function<void(collectives::Context&)> fn);
+              std::function<void(collectives::Context&)> fn, const fr::CollectiveInfo& info = {});
   void abort(const std::string& reason);
   // Finishes queued work; false if the engine is stuck (then this object
   // must be leaked, Note [a stuck engine is leaked]).
   bool shutdown() { return engine_->shutdown(); }
   // Every rank's blob (synchronous; runs two allgathers on this communicator).
   std::vector<std::string> allgather_blobs(const std::string& mine);
+  // For the watchdog (Note [watchdog]).
+  Engine& engine() { return *engine_; }
+  void stop_watchdog() {
+    if (!watchdog_->stop()) (void)bootstrap.release();  // Note [watchdog]
+  }
+  void engine_stuck(const std::string& what);
+  // The communicator's rank in the world, for messages and dumps.
+  int world_rank = 0;
 
   const Options options;
   const int rank, size;
@@ -44,9 +57,16 @@ class CommunicatorImpl {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<transport::Transport> transport;
   int children = 0;  // sub-communicators created, for their names
+  // Collectives on CUDA buffers (Note [device-buffer dispatch]); created by
+  // the first one (Note [lazy NCCL communicator]), both in transport/nccl/.
+  std::mutex nccl_mu;
+  transport::nccl::BackendPtr nccl;
 
  private:
-  void fail_communicator(const std::string& reason);
+  void fail_communicator(const std::string& reason, uint32_t seq, ErrorCode code);
+  // Flight recorder dump, report to the other ranks, and the
+  // GRADWIRE_ASYNC_ERROR_HANDLING policy; any thread.
+  void on_failure(const std::string& reason, uint32_t seq, ErrorCode code);
 
   std::array<std::vector<std::byte>, 2> scratch_;  // engine thread only
   std::mutex submit_mu_;
@@ -55,6 +75,8 @@ class CommunicatorImpl {
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;
   std::unique_ptr<Engine> engine_;
+  uint16_t fr_comm_ = 0;  // this communicator in flight-recorder dumps
+  std::unique_ptr<Watchdog> watchdog_;  // stopped first, in ~CommunicatorImpl
 };
 
 }  // namespace gradwire

@@ -45,6 +45,31 @@ bool Engine::shutdown() {
   return true;
 }
 
+std::string Engine::overdue() {
+  std::shared_ptr<detail::WorkState> cur;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cur = current_;
+  }
+  if (!cur) return "";
+  std::lock_guard<std::mutex> state_lk(cur->mu);
+  if (cur->phase == detail::WorkState::Phase::Running &&
+      Clock::now() > cur->started + cur->timeout + detail::engine_slack(cur->timeout)) {
+    return cur->description;
+  }
+  return "";
+}
+
+size_t Engine::fail_queued(std::exception_ptr err) {
+  std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    failed.swap(queue_);
+  }
+  for (auto& item : failed) item.first->finish(err);
+  return failed.size();
+}
+
 void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -47,6 +47,13 @@ class Engine {
   // still exit instead of hanging in a join.
   bool shutdown();
 
+  // For the watchdog (Note [watchdog]): the description of the operation
+  // running past its deadline by more than engine_slack(), or "".
+  std::string overdue();
+  // Fails every operation still queued (not started) with `err`, so that
+  // nobody waits behind a stuck engine; returns how many.
+  size_t fail_queued(std::exception_ptr err);
+
  private:
   void loop();
 

@@ -2,6 +2,7 @@
 #include "gradwire/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -23,7 +24,11 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_TIMEOUT_S",       "GRADWIRE_OFI_PROVIDER", "GRADWIRE_OFI_IFACE",
     "GRADWIRE_SMALL_MSG_BYTES", "GRADWIRE_SEGMENT_BYTES", "GRADWIRE_OFI_REGISTER",
     "GRADWIRE_LOG_LEVEL",       "GRADWIRE_STORE_DIR",    "GRADWIRE_STORE_PORT",
-    "GRADWIRE_CPU_KERNELS",
+    "GRADWIRE_CPU_KERNELS",     "GRADWIRE_FR_SIZE",      "GRADWIRE_FR_DIR",
+    "GRADWIRE_DEBUG",           "GRADWIRE_ASYNC_ERROR_HANDLING",
+    "GRADWIRE_STALL_WARN_S",    "GRADWIRE_STALL_SHUTDOWN_S",  // read by the Reducer
+    "GRADWIRE_TRACE_DIR",
+    "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -112,6 +117,32 @@ Options Options::with_env_overrides() const {
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_OFI_REGISTER='{}' must be 'auto' or 'always'", v);
   }
   if (const char* v = env("GRADWIRE_LOG_LEVEL")) o.log_level = v;
+  if (const char* v = env("GRADWIRE_FR_SIZE")) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > (1u << 24)) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, 16777216] (0 = off)", v);
+    }
+    o.flight_recorder_size = size_t(n);
+  }
+  if (const char* v = env("GRADWIRE_FR_DIR")) o.flight_recorder_dir = v;
+  if (const char* v = env("GRADWIRE_TRACE_DIR")) o.trace_dir = v;
+  if (const char* v = env("GRADWIRE_DEBUG")) {
+    std::string s(v);
+    for (auto& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (s == "DETAIL") o.debug_detail = true;
+    else if (s == "OFF" || s == "INFO") o.debug_detail = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_DEBUG='{}' must be OFF, INFO or DETAIL", v);
+  }
+  if (const char* v = env("GRADWIRE_ASYNC_ERROR_HANDLING")) {
+    std::string_view s(v);
+    if (s == "abort") o.abort_process_on_error = true;
+    else if (s == "raise") o.abort_process_on_error = false;
+    else raise(ErrorCode::InvalidArgument,
+               "GRADWIRE_ASYNC_ERROR_HANDLING='{}' must be 'raise' or 'abort'", v);
+  }
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "collectives/collectives.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "gradwire/version.h"
 #include "transport/ofi/transport.h"
 
@@ -122,8 +123,11 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
                                                  std::move(transport), fabric.iface);
   // Proves every rank is reachable over the fabric before training starts;
   // a failure names the rank that did not answer.
-  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); })
+  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
+               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
       .wait();
+  trace::write_manifest(options, size, impl->transport->properties().provider,
+                        impl->bootstrap->describe());
   return impl;
 }
 
@@ -167,7 +171,9 @@ std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vec
   tr->connect(addresses);
   auto impl = std::make_unique<CommunicatorImpl>(parent.options, child_rank, child_size, name,
                                                  nullptr, std::move(tr), parent.iface);
-  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); })
+  impl->world_rank = parent.world_rank;
+  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
+               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
       .wait();
   return impl;
 }

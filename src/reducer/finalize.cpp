@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "core/trace.h"
 #include "core/logging.h"
 #include "reducer/reducer_impl.h"
 
@@ -139,6 +140,18 @@ void Reducer::Impl::finalize() {
     stats.bucket_done.push_back(b->done_at);
     stats.bucket_bytes.push_back(b->data.size());
   }
+  if (trace::enabled()) {
+    // The timeline (core/trace.h): per Bucket ready -> launch -> done (before
+    // a rebuild replaces the Buckets).
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const Bucket& bk = *buckets_[b];
+      const int64_t ready = trace::to_us(bk.ready_at), launch = trace::to_us(bk.launched_at);
+      const std::string track = fmt::format("bucket {}", b);
+      trace::span(track, "ready, waiting for earlier buckets", "bucket", ready, launch);
+      trace::span(track, fmt::format("bucket {} in flight", b), "bucket", launch,
+                  trace::to_us(bk.done_at), fmt::format("\"bytes\": {}", bk.data.size()));
+    }
+  }
 
   // The rebuild first: in sharded mode it makes every element of every
   // gradient available (Note [rebuild once]), and write_back then uses it.
@@ -157,6 +170,13 @@ void Reducer::Impl::finalize() {
   ++step_;
   ++micro_step_;
   stats.finalize_end = StepStats::TimePoint::clock::now();
+  if (trace::enabled()) {
+    // The timeline (core/trace.h): the step, and per Bucket ready -> launch -> done.
+    trace::span("reducer", fmt::format("step {}", stats.step), "step",
+                trace::to_us(stats.first_ready), trace::to_us(stats.finalize_end));
+    trace::span("reducer", "finalize", "step", trace::to_us(stats.finalize_start),
+                trace::to_us(stats.finalize_end));
+  }
   last_stats_ = std::move(stats);
 }
 

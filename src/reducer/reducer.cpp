@@ -21,6 +21,10 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
     : comm_(comm), rank_(comm.rank()), world_(comm.size()), options_(std::move(options)),
       gradients_(gradients.size()) {
   hook_ = options_.comm_hook ? options_.comm_hook : allreduce_hook();
+  apply_stall_env(options_);
+  stall_ = std::make_unique<StallInspector>(
+      rank_, options_.stall_warn, options_.stall_shutdown,
+      [this](size_t i) { return gradients_[i].state.load() != kUnmarked; });
   if (options_.sync_every_k_steps < 1) {
     raise(ErrorCode::InvalidArgument, "rank {}: Reducer: sync_every_k_steps must be >= 1, not {}",
           rank_, options_.sync_every_k_steps);
@@ -62,6 +66,7 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
 }
 
 Reducer::Impl::~Impl() {
+  stall_.reset();
   // A step abandoned mid-way (an exception between mark_ready and finalize)
   // may still have collectives writing into the Buckets.
   wait_launched_quietly();
@@ -91,6 +96,13 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
     buckets_.push_back(std::move(b));
   }
   complete_.assign(buckets_.size(), false);
+  std::vector<StallInspector::Bucket> named(plan_.buckets.size());
+  for (size_t b = 0; b < named.size(); ++b) {
+    named[b].description = describe_bucket(b);
+    named[b].gradients = plan_.buckets[b].gradients;
+    for (size_t g : named[b].gradients) named[b].names.push_back(name_of(g));
+  }
+  stall_->set_plan(std::move(named));
 }
 
 void Reducer::Impl::reset_step() {
@@ -110,6 +122,7 @@ void Reducer::Impl::reset_step() {
   launching_ = false;
   ready_count_.store(0);
   first_ready_ns_.store(0);
+  stall_->step_ended();
 }
 
 std::byte* Reducer::Impl::slot(size_t i) {
@@ -182,6 +195,7 @@ void Reducer::Impl::claim(size_t i, uint8_t state) {
   ready_order_[pos] = i;
   if (pos == 0) {
     first_ready_ns_.store(StepStats::TimePoint::clock::now().time_since_epoch().count());
+    stall_->step_started(step_);
   }
 }
 
@@ -224,7 +238,10 @@ void Reducer::Impl::gradient_done(size_t i) {
   const size_t b = plan_.location[i].bucket;
   // acq_rel: the thread that sees the count reach zero launches the Bucket,
   // so it must see every other thread's copy into it.
-  if (buckets_[b]->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) launch_in_order(b);
+  if (buckets_[b]->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    buckets_[b]->ready_at = StepStats::TimePoint::clock::now();
+    launch_in_order(b);
+  }
 }
 
 void Reducer::Impl::launch_in_order(size_t completed_bucket) {
@@ -260,6 +277,7 @@ void Reducer::Impl::launch(size_t b) {
     }
     Bucket* p = &bk;
     w.then([p](std::exception_ptr) { p->done_at = StepStats::TimePoint::clock::now(); });
+    stall_->launched(b, w);
     bk.work = std::move(w);
   } catch (...) {
     bk.launch_error = std::current_exception();

@@ -23,6 +23,7 @@
 
 #include "core/deadline.h"
 #include "gradwire/reducer.h"
+#include "reducer/stall.h"
 
 namespace gradwire {
 
@@ -70,6 +71,7 @@ class Reducer::Impl {
     Work work;                       // from the comm hook
     std::exception_ptr launch_error;
     StepStats::TimePoint launched_at{}, done_at{};
+    StepStats::TimePoint ready_at{};  // its last gradient arrived (timeline)
   };
 
   std::byte* slot(size_t i);  // gradient i's place in its Bucket
@@ -119,6 +121,8 @@ class Reducer::Impl {
   uint64_t micro_step_ = 0;  // backward passes, for sync_every_k_steps
   uint64_t step_ = 0;        // synchronised steps completed
   StepStats last_stats_;
+  // Last member: destroyed first, it reads gradients_ from its thread.
+  std::unique_ptr<StallInspector> stall_;
 };
 
 }  // namespace gradwire

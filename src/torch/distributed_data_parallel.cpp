@@ -104,8 +104,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
       throw Error(ErrorCode::InvalidArgument,
                   s.where() + ": " + detail::describe(e) + " is not a dense tensor");
     }
-    GradientInfo info{size_t(e.tensor.numel()), detail::gradient_dtype(e.tensor, e.name), -1,
-                      e.name};
+    GradientInfo info;
+    info.elements = size_t(e.tensor.numel());
+    info.dtype = detail::gradient_dtype(e.tensor, e.name);
+    info.name = e.name;
     for (int64_t d : e.tensor.sizes()) info.shape.push_back(size_t(d));  // for PowerSGD
     infos.push_back(std::move(info));
     s.names.push_back(e.name);

@@ -28,7 +28,7 @@ class ReduceGpuTest : public ::testing::Test {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-      GTEST_SKIP() << "no usable CUDA device: cudaGetDeviceCount failed: " << cudaGetErrorString(err);
+      GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
     }
     if (count == 0) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount returned 0)";
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);

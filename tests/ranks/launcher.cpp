@@ -11,6 +11,7 @@
 // --skip R   never start rank R (tests of a peer that does not show up)
 // --ignore R rank R's exit status does not count (it kills itself on purpose)
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -42,6 +43,24 @@ int free_port() {
   }
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Note [stale shm regions]: libfabric's shm provider names its shared-memory
+// regions "<pid>:<domain>:<endpoint>" in /dev/shm and removes them in a
+// signal handler, which SIGKILL (and a process leaving a stuck engine
+// behind) never runs. Left over, they fill the tmpfs (16 MiB each) and a
+// later process that gets the same pid can fail fi_enable with EBUSY. A
+// launcher knows when its rank is gone, so it removes them, as a job
+// scheduler's epilogue would.
+void remove_shm_regions(pid_t pid) {
+  const std::string prefix = std::to_string(pid) + ":";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+        unlink(("/dev/shm/" + std::string(e->d_name)).c_str());
+    }
+    closedir(d);
+  }
 }
 
 [[noreturn]] void usage() {
@@ -107,6 +126,7 @@ int main(int argc, char** argv) {
     int status = 0;
     pid_t p = waitpid(-1, &status, WNOHANG);
     if (p > 0) {
+      remove_shm_regions(p);
       int r = 0;
       while (r < n && pids[r] != p) ++r;
       --running;
@@ -136,7 +156,7 @@ int main(int argc, char** argv) {
         }
       }
       std::fprintf(stderr, "\n");
-      while (waitpid(-1, nullptr, 0) > 0) {}
+      for (pid_t q; (q = waitpid(-1, nullptr, 0)) > 0;) remove_shm_regions(q);
       return now > deadline ? 124 : 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -91,6 +91,30 @@ TEST(Options, MalformedValuesNameTheVariable) {
   }
 }
 
+TEST(Options, NeverHangSilentlyVariables) {
+  ScopedEnv a("GRADWIRE_FR_SIZE", "16");
+  ScopedEnv b("GRADWIRE_FR_DIR", "/tmp/x");
+  ScopedEnv c("GRADWIRE_DEBUG", "detail");
+  ScopedEnv d("GRADWIRE_ASYNC_ERROR_HANDLING", "abort");
+  Options o = Options{}.with_env_overrides();
+  EXPECT_EQ(o.flight_recorder_size, 16u);
+  EXPECT_EQ(o.flight_recorder_dir, "/tmp/x");
+  EXPECT_TRUE(o.debug_detail);
+  EXPECT_TRUE(o.abort_process_on_error);
+  {
+    ScopedEnv e("GRADWIRE_DEBUG", "verbose");
+    expect_invalid({}, "GRADWIRE_DEBUG");
+  }
+  {
+    ScopedEnv e("GRADWIRE_ASYNC_ERROR_HANDLING", "1");
+    expect_invalid({}, "GRADWIRE_ASYNC_ERROR_HANDLING");
+  }
+  {
+    ScopedEnv e("GRADWIRE_FR_SIZE", "-3");
+    expect_invalid({}, "GRADWIRE_FR_SIZE");
+  }
+}
+
 TEST(Options, UnknownVariableIsAnErrorWithASuggestion) {
   ScopedEnv a("GRADWIRE_TIMEOUT", "5");
   expect_invalid({}, "did you mean GRADWIRE_TIMEOUT_S?");

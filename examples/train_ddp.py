@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Data-parallel training of a small CNN on Fashion-MNIST with PyTorch's own
+DistributedDataParallel; gradwire is just the torch.distributed backend.
+
+The script is an ordinary DDP script: the only gradwire-specific lines are the
+import and, optionally, a comm hook. Launch with torchrun or mpirun:
+
+    torchrun --standalone --nproc_per_node 2 examples/train_ddp.py --backend gradwire
+    mpirun -np 2 python3 examples/train_ddp.py --backend gradwire --hook fp16
+    torchrun --standalone --nproc_per_node 2 examples/train_ddp.py --backend gloo   # to compare
+
+Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
+Rank 0 prints the loss every --log-every steps and, at the end, one line
+"RESULT backend=... step_ms=..." with the median step time (max over ranks),
+which benchmarks/torch_backend_compare uses.
+"""
+import argparse
+import gzip
+import os
+import statistics
+import struct
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import gradwire.torch  # registers backend "gradwire" (and maps mpirun's variables)
+from gradwire.torch import hooks
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    nd = struct.unpack(">I", data[:4])[0] & 0xFF
+    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
+    return torch.frombuffer(bytearray(data[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
+
+
+def load_train(d):
+    images = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz"))
+    images = images.unsqueeze(1).float().div_(255.0).sub_(0.2860).div_(0.3530)
+    return images, labels.long()
+
+
+class Cnn(nn.Module):
+    """The CNN of examples/train_fashion_mnist.cpp and benchmarks/ddp_bench.py."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc1 = nn.Linear(32 * 7 * 7, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(F.dropout(x, 0.25, self.training))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="gradwire", help="torch.distributed backend")
+    ap.add_argument("--hook", choices=["none", "fp16", "bf16"], default="none",
+                    help="gradwire's DDP comm hook (compress gradients to 16 bits)")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20, help="steps left out of the timing")
+    ap.add_argument("--batch", type=int, default=64, help="per rank")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    ap.add_argument("--log-every", type=int, default=100)
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    a = ap.parse_args()
+
+    dist.init_process_group(backend=a.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1 + rank)  # DDP broadcasts rank 0's parameters
+
+    images, labels = load_train(a.data)
+    model = Cnn()
+    ddp = DDP(model)
+    if a.hook == "fp16":
+        ddp.register_comm_hook(None, hooks.fp16_compress_hook)
+    elif a.hook == "bf16":
+        ddp.register_comm_hook(None, hooks.bf16_compress_hook)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+
+    step_s = []
+    for s in range(a.warmup + a.steps):
+        first = (s * world + rank) * a.batch
+        sel = torch.arange(first, first + a.batch) % labels.shape[0]
+        x, y = images.index_select(0, sel), labels.index_select(0, sel)
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()  # gradients averaged over ranks when this returns
+        optimizer.step()
+        step_s.append(time.perf_counter() - t0)
+        if rank == 0 and (s + 1) % a.log_every == 0:
+            print(f"step {s + 1}: loss {loss.item():.4f}", flush=True)
+
+    med = torch.tensor([statistics.median(step_s[a.warmup:] or step_s)], dtype=torch.float64)
+    dist.all_reduce(med, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        print(f"RESULT backend={a.backend} hook={a.hook} world={world} batch={a.batch} "
+              f"steps={a.steps} threads={a.threads} step_ms={med.item() * 1e3:.4f}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"rank {rank}: train_ddp done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

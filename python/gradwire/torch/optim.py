@@ -1,0 +1,113 @@
+"""1-bit Adam and 1-bit LAMB as torch.optim optimizers, over gradwire's C++
+implementation (gradwire/compress.h; the formulas and the compressed
+allreduce with error feedback are all C++).
+
+They average the gradients themselves: use them on a plain module, *not* one
+wrapped in DistributedDataParallel. The constructor broadcasts the
+parameters from rank 0; then every rank runs backward on its own batch and
+calls ``step()``::
+
+    import gradwire
+    from gradwire.torch.optim import OneBitAdam
+    comm = gradwire.Communicator.create()          # mpirun or torchrun env
+    opt = OneBitAdam(model.parameters(), comm, lr=1e-3, freeze_step=1000)
+    loss.backward(); opt.step(); opt.zero_grad()
+
+Parameters must be float32 CPU tensors. ``state_dict()`` carries this rank's
+whole state (moments, error buffers, step counter) under "gradwire_state",
+so a resumed run continues bit for bit; every rank saves and loads its own.
+"""
+import torch
+
+import gradwire
+from gradwire import _C
+
+
+class _OneBit(torch.optim.Optimizer):
+    def __init__(self, params, comm, lr, make_core):
+        super().__init__(params, dict(lr=lr))
+        self._params = [p for g in self.param_groups for p in g["params"]]
+        for i, p in enumerate(self._params):
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise gradwire.InvalidArgumentError(
+                    f"parameter {i} is {p.dtype} on {p.device}; 1-bit optimizers take float32 CPU tensors")
+        self._comm = comm if comm is not None else gradwire.Communicator.create()
+        n = sum(p.numel() for p in self._params)
+        self._flat_p = torch.empty(n, dtype=torch.float32)
+        self._flat_g = torch.empty(n, dtype=torch.float32)
+        with torch.no_grad():
+            self._gather(self._flat_p, [p for p in self._params])
+            self._comm.broadcast(self._flat_p, root=0).wait()  # replicas start equal
+            self._scatter()
+        self._core = make_core(self._comm, n, [p.numel() for p in self._params])
+
+    def _gather(self, out, tensors):
+        at = 0
+        for t in tensors:
+            k = t.numel()
+            out[at:at + k].copy_(t.reshape(-1))
+            at += k
+
+    def _scatter(self):
+        at = 0
+        for p in self._params:
+            k = p.numel()
+            p.copy_(self._flat_p[at:at + k].view_as(p))
+            at += k
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._gather(self._flat_p, self._params)
+        # A parameter without a gradient on this rank contributes zeros.
+        self._gather(self._flat_g, [p.grad if p.grad is not None else torch.zeros_like(p)
+                                    for p in self._params])
+        self._core.step(self._flat_p, self._flat_g, float(self.param_groups[0]["lr"]))
+        self._scatter()
+        return loss
+
+    @property
+    def core(self):
+        """The C++ optimizer: steps, compressing, last_wire_bytes, save_state()."""
+        return self._core
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["gradwire_state"] = self._core.save_state()
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        core = state_dict.pop("gradwire_state", None)
+        super().load_state_dict(state_dict)
+        if core is not None:
+            self._core.load_state(core)
+
+
+class OneBitAdam(_OneBit):
+    """1-bit Adam (Tang et al. 2021): ``freeze_step`` steps of exact Adam on
+    averaged gradients, then the variance freezes and the momentum is averaged
+    with 1 bit per element (see gradwire/compress.h for every option)."""
+
+    def __init__(self, params, comm=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.0, freeze_step=100, bias_correction=True,
+                 precondition_compression=True, momentum_clip=10.0):
+        super().__init__(params, comm, lr, lambda c, n, layers: _C.OneBitAdam(
+            c, n, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+            freeze_step=freeze_step, bias_correction=bias_correction,
+            precondition_compression=precondition_compression, momentum_clip=momentum_clip))
+
+
+class OneBitLamb(_OneBit):
+    """1-bit LAMB (Li et al. 2021); each parameter tensor is one LAMB layer."""
+
+    def __init__(self, params, comm=None, lr=1e-2, betas=(0.9, 0.999), eps=1e-6,
+                 weight_decay=0.0, freeze_step=100, bias_correction=True,
+                 precondition_compression=True, momentum_clip=10.0):
+        super().__init__(params, comm, lr, lambda c, n, layers: _C.OneBitLamb(
+            c, layers, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+            freeze_step=freeze_step, bias_correction=bias_correction,
+            precondition_compression=precondition_compression, momentum_clip=momentum_clip))

@@ -1,0 +1,117 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// gradwire._C: bindings of the 1-bit optimizers (gradwire/compress.h) over
+// flat float32 buffers; gradwire.torch.optim wraps them as torch.optim
+// optimizers. Bindings only: every formula is the C++ one.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer.h"
+#include "gradwire/compress.h"
+#include "gradwire/gradwire.h"
+
+namespace gradwire::python {
+namespace {
+
+// A flat float32 buffer of exactly `count` elements, writable.
+BufferView flat(const py::handle& obj, size_t count, const char* what) {
+  BufferView v = view_buffer(obj, /*writable=*/true, what);
+  if (v.dtype != DataType::Float32 || v.count != count) {
+    throw Error(ErrorCode::InvalidArgument,
+                std::string(what) + ": needs " + std::to_string(count) +
+                    " float32 elements, got " + std::to_string(v.count) + " " +
+                    std::string(to_string(v.dtype)));
+  }
+  return v;
+}
+
+// The optimizer plus the Communicator it uses, which must outlive it.
+template <typename Opt>
+struct Holder {
+  std::shared_ptr<Communicator> comm;
+  std::unique_ptr<Opt> opt;
+};
+
+template <typename Opt, typename Options>
+void bind_common(py::class_<Holder<Opt>>& cls) {
+  cls.def(
+         "step",
+         [](Holder<Opt>& h, const py::handle& params, const py::handle& grad, float lr) {
+           const size_t n = h.opt->count();
+           BufferView p = flat(params, n, "step: params");
+           BufferView g = flat(grad, n, "step: grad");
+           h.opt->options().lr = lr;
+           py::gil_scoped_release nogil;  // collectives inside; bounded by the deadline
+           h.opt->step(static_cast<float*>(p.data), static_cast<float*>(g.data));
+         },
+         py::arg("params"), py::arg("grad"), py::arg("lr"),
+         "One step on flat float32 buffers: params (updated in place) and this rank's local, "
+         "unaveraged gradient (used as scratch).")
+      .def_property_readonly("steps", [](const Holder<Opt>& h) { return h.opt->steps(); })
+      .def_property_readonly("compressing", [](const Holder<Opt>& h) { return h.opt->compressing(); })
+      .def_property_readonly("last_wire_bytes",
+                             [](const Holder<Opt>& h) { return h.opt->last_wire_bytes(); })
+      .def_property_readonly("count", [](const Holder<Opt>& h) { return h.opt->count(); })
+      .def("save_state", [](const Holder<Opt>& h) { return py::bytes(h.opt->save_state()); })
+      .def("load_state", [](Holder<Opt>& h, const py::bytes& state) {
+        h.opt->load_state(std::string(state));
+      });
+}
+
+}  // namespace
+
+void register_compress(py::module_& m) {
+  using AdamH = Holder<OneBitAdam>;
+  py::class_<AdamH> adam(m, "OneBitAdam",
+                         "1-bit Adam (gradwire/compress.h) over one flat float32 buffer.");
+  adam.def(py::init([](std::shared_ptr<Communicator> comm, size_t count, float beta1, float beta2,
+                       float eps, float weight_decay, uint64_t freeze_step, bool bias_correction,
+                       bool precondition_compression, float momentum_clip) {
+             OneBitAdamOptions o;
+             o.beta1 = beta1;
+             o.beta2 = beta2;
+             o.eps = eps;
+             o.weight_decay = weight_decay;
+             o.freeze_step = freeze_step;
+             o.bias_correction = bias_correction;
+             o.precondition_compression = precondition_compression;
+             o.momentum_clip = momentum_clip;
+             auto opt = std::make_unique<OneBitAdam>(*comm, count, o);
+             return AdamH{std::move(comm), std::move(opt)};
+           }),
+           py::arg("comm"), py::arg("count"), py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
+           py::arg("eps") = 1e-8f, py::arg("weight_decay") = 0.0f, py::arg("freeze_step") = 100,
+           py::arg("bias_correction") = true, py::arg("precondition_compression") = true,
+           py::arg("momentum_clip") = 10.0f);
+  bind_common<OneBitAdam, OneBitAdamOptions>(adam);
+
+  using LambH = Holder<OneBitLamb>;
+  py::class_<LambH> lamb(m, "OneBitLamb",
+                         "1-bit LAMB (gradwire/compress.h) over flat float32 layers.");
+  lamb.def(py::init([](std::shared_ptr<Communicator> comm, std::vector<size_t> layers, float beta1,
+                       float beta2, float eps, float weight_decay, uint64_t freeze_step,
+                       bool bias_correction, bool precondition_compression,
+                       float momentum_clip) {
+             OneBitLambOptions o;
+             o.beta1 = beta1;
+             o.beta2 = beta2;
+             o.eps = eps;
+             o.weight_decay = weight_decay;
+             o.freeze_step = freeze_step;
+             o.bias_correction = bias_correction;
+             o.precondition_compression = precondition_compression;
+             o.momentum_clip = momentum_clip;
+             auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o);
+             return LambH{std::move(comm), std::move(opt)};
+           }),
+           py::arg("comm"), py::arg("layer_sizes"), py::arg("beta1") = 0.9f,
+           py::arg("beta2") = 0.999f, py::arg("eps") = 1e-6f, py::arg("weight_decay") = 0.0f,
+           py::arg("freeze_step") = 100, py::arg("bias_correction") = true,
+           py::arg("precondition_compression") = true, py::arg("momentum_clip") = 10.0f);
+  bind_common<OneBitLamb, OneBitLambOptions>(lamb);
+}
+
+}  // namespace gradwire::python

@@ -1,0 +1,123 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "rendezvous.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gradwire/error.h"
+
+namespace gradwire::python {
+
+namespace {
+
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  throw Error(ErrorCode::Transport, what + ": " + std::strerror(errno));
+}
+
+std::optional<sockaddr_in> resolve_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return std::nullopt;
+  sockaddr_in a;
+  std::memcpy(&a, res->ai_addr, sizeof a);
+  freeaddrinfo(res);
+  return a;
+}
+
+// Sets or unsets variables, restoring the previous values on destruction.
+class EnvOverride {
+ public:
+  void set(const char* name, const std::optional<std::string>& value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    apply(name, value);
+  }
+  ~EnvOverride() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) apply(it->first, it->second);
+  }
+
+ private:
+  static void apply(const char* name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+std::string reachable_address(const std::string& peer_host) {
+  if (peer_host.empty()) return "127.0.0.1";
+  auto peer = resolve_ipv4(peer_host);
+  if (!peer) return "127.0.0.1";
+  if ((ntohl(peer->sin_addr.s_addr) >> 24) == 127) return "127.0.0.1";
+  // connect() on a UDP socket only picks the route and the local address.
+  Fd s(::socket(AF_INET, SOCK_DGRAM, 0));
+  if (s.fd < 0) fail("socket");
+  peer->sin_port = htons(9);
+  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&*peer), sizeof *peer) != 0) {
+    fail("finding the local address that routes to " + peer_host);
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) fail("getsockname");
+  char buf[INET_ADDRSTRLEN];
+  return inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf);
+}
+
+int free_port(const std::string& host) {
+  auto addr = resolve_ipv4(host);
+  if (!addr) throw Error(ErrorCode::InvalidArgument, "cannot resolve '" + host + "' to IPv4");
+  addr->sin_port = 0;
+  Fd s(::socket(AF_INET, SOCK_STREAM, 0));
+  if (s.fd < 0) fail("socket");
+  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0) {
+    fail("binding a free port on " + host);
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) fail("getsockname");
+  return ntohs(bound.sin_port);
+}
+
+std::unique_ptr<Communicator> create_at(const Options& options, int rank, int size,
+                                        const std::string& host, int port) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  EnvOverride env;
+  env.set("OMPI_COMM_WORLD_SIZE", std::nullopt);
+  env.set("GRADWIRE_STORE_DIR", std::nullopt);
+  env.set("LOCAL_RANK", std::nullopt);
+  env.set("RANK", std::to_string(rank));
+  env.set("WORLD_SIZE", std::to_string(size));
+  env.set("MASTER_ADDR", host);
+  env.set("MASTER_PORT", std::to_string(port));
+  env.set("GRADWIRE_STORE_PORT", std::to_string(port));
+  return Communicator::create(options);
+}
+
+}  // namespace gradwire::python

@@ -1,0 +1,66 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// gradwire as a torch.distributed backend: a c10d::Backend whose collectives
+// run on one gradwire Communicator per process group. Everything that
+// touches c10d's Backend/Work API (the part that changes between torch
+// versions) is in c10d_backend.cpp.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "gradwire/communicator.h"
+
+namespace gradwire::python {
+
+// The Python main thread's ident (threading.main_thread().ident): the only
+// thread on which waits check for Ctrl-C.
+void set_main_thread(uint64_t ident);
+
+class GradwireBackend : public c10d::Backend {
+ public:
+  GradwireBackend(std::unique_ptr<Communicator> comm);
+  ~GradwireBackend() override;
+
+  // Bootstraps the group's Communicator through `store` (the group's prefix
+  // store that torch passes to backend creators; Note [group bootstrap]).
+  // Collective over the group's members. Blocks; call without the GIL.
+  static c10::intrusive_ptr<GradwireBackend> create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    int rank, int size,
+                                                    std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return "gradwire"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  Communicator& communicator() { return *comm_; }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace gradwire::python

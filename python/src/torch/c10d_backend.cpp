@@ -1,0 +1,386 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The torch-version-specific glue: c10d::Backend and c10d::Work overrides
+// (names and signatures as of torch 2.15, whose Backend forwards
+// all_gather_single/reduce_scatter_single/all_to_all_single to the
+// underscore names we override). The rest of the extension uses only
+// stable ATen API.
+#include <ATen/ops/empty.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "../rendezvous.h"
+#include "backend.h"
+#include "gradwire/error.h"
+#include "gradwire/types.h"
+
+namespace gradwire::python {
+
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) {
+  throw Error(ErrorCode::InvalidArgument, msg);
+}
+
+DataType to_dtype(const at::Tensor& t, const std::string& what) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DataType::Float32;
+    case at::kDouble: return DataType::Float64;
+    case at::kHalf: return DataType::Float16;
+    case at::kBFloat16: return DataType::BFloat16;
+    case at::kInt: return DataType::Int32;
+    case at::kLong: return DataType::Int64;
+    case at::kByte: return DataType::UInt8;
+    default:
+      invalid(what + ": dtype " + std::string(c10::toString(t.scalar_type())) +
+              " is not supported by the gradwire backend (float32/64, float16, bfloat16, "
+              "int32/64, uint8)");
+  }
+}
+
+void check_tensor(const at::Tensor& t, const std::string& what) {
+  if (t.is_cuda()) {
+    invalid(what + ": CUDA tensors are not supported by the gradwire backend yet (its NCCL "
+                   "transport is pending); use backend=\"cpu:gradwire,cuda:nccl\" or move the "
+                   "tensor to the CPU");
+  }
+  if (!t.device().is_cpu()) {
+    invalid(what + ": tensors on " + t.device().str() +
+            " are not supported by the gradwire backend (CPU only)");
+  }
+  if (t.layout() != at::kStrided) invalid(what + ": sparse tensors are not supported");
+  if (!t.is_contiguous()) {
+    invalid(what + ": the tensor is not contiguous (gradwire reduces in place; pass "
+                   "tensor.contiguous() and copy back)");
+  }
+  (void)to_dtype(t, what);
+}
+
+const at::Tensor& single(std::vector<at::Tensor>& tensors, const std::string& what) {
+  if (tensors.size() != 1) {
+    invalid(what + ": expected one tensor per process, got " + std::to_string(tensors.size()));
+  }
+  check_tensor(tensors[0], what);
+  return tensors[0];
+}
+
+ReduceOp to_op(const c10d::ReduceOp& op, const std::string& what) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return ReduceOp::Sum;
+    case c10d::ReduceOp::AVG: return ReduceOp::Avg;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::Prod;
+    case c10d::ReduceOp::MIN: return ReduceOp::Min;
+    case c10d::ReduceOp::MAX: return ReduceOp::Max;
+    default:
+      invalid(what + ": reduce op " + std::to_string(int(op.op_)) +
+              " is not supported (SUM, AVG, PRODUCT, MIN, MAX)");
+  }
+}
+
+void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  if (a.scalar_type() != b.scalar_type()) {
+    invalid(what + ": input is " + std::string(c10::toString(a.scalar_type())) +
+            " but output is " + std::string(c10::toString(b.scalar_type())));
+  }
+}
+
+void numel_is(const at::Tensor& t, int64_t expected, const std::string& what,
+              const char* which) {
+  if (t.numel() != expected) {
+    invalid(what + ": " + which + " has " + std::to_string(t.numel()) + " elements, expected " +
+            std::to_string(expected));
+  }
+}
+
+// Note [interruptible wait] (python/src/common.cpp) for c10d's Work.wait,
+// which torch's binding calls with the GIL released: between slices the
+// Python main thread takes the GIL briefly to run signal handlers.
+uint64_t g_main_thread = 0;
+
+void check_signals() {
+  if (!Py_IsInitialized() || PyThread_get_thread_ident() != g_main_thread) return;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// A c10d Work over a gradwire Work. `finish` (copying results out of a
+// staging buffer) runs on gradwire's engine thread as the Work completes,
+// before wait() returns. Note [future callbacks on the engine thread]: the
+// future is completed there too, so its callbacks (DDP's bucket handling, a
+// comm hook's `then`, taking the GIL for Python ones) run inline, as gloo's
+// run on its worker threads. Handing them to torch's inter-op pool instead
+// cost a thread hop per bucket: DDP steps 1.3-1.9x slower on a loaded 2-core
+// host. The price: a callback must not wait for another collective of the
+// same group (the engine thread would wait for itself, until the deadline).
+class GradwireWork : public c10d::Work {
+ public:
+  GradwireWork(int rank, c10d::OpType type, gradwire::Work work, std::vector<at::Tensor> outputs,
+               std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
+      : c10d::Work(rank, type), work_(std::move(work)), outputs_(std::move(outputs)) {
+    // No devices: CPU futures need no stream synchronisation.
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()));
+    work_.then([fut = future_, outputs = outputs_, keep_alive = std::move(keep_alive),
+                finish = std::move(finish)](std::exception_ptr error) {
+      if (!error && finish) {
+        try {
+          finish();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      if (error) {
+        fut->setError(error);
+      } else {
+        fut->markCompleted(c10::IValue(outputs));
+      }
+    });
+  }
+
+  bool isCompleted() override { return work_.test(); }
+  bool isSuccess() const override { return work_.test() && !work_.error(); }
+  std::exception_ptr exception() const override { return work_.error(); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    using clock = std::chrono::steady_clock;
+    const bool bounded = timeout.count() > 0;  // kNoTimeout (0): the collective's deadline
+    const auto deadline = clock::now() + timeout;
+    while (!work_.test()) {
+      auto slice = std::chrono::milliseconds(50);
+      if (bounded) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        if (left.count() <= 0) {
+          throw Error(ErrorCode::Timeout, work_.describe() + ": Work.wait(timeout=" +
+                                              std::to_string(timeout.count()) +
+                                              " ms) returned before the collective finished");
+        }
+        slice = std::min(slice, left);
+      }
+      try {
+        work_.wait(slice);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::Timeout || work_.test()) break;
+      }
+      check_signals();
+    }
+    work_.wait();  // rethrows the collective's gradwire::Error
+    return true;
+  }
+
+ private:
+  gradwire::Work work_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+c10::intrusive_ptr<c10d::Work> make_work(int rank, c10d::OpType type, gradwire::Work work,
+                                         std::vector<at::Tensor> outputs,
+                                         std::vector<at::Tensor> keep_alive,
+                                         std::function<void()> finish = {}) {
+  return c10::make_intrusive<GradwireWork>(rank, type, std::move(work), std::move(outputs),
+                                           std::move(keep_alive), std::move(finish));
+}
+
+std::string name(const Communicator& c, const char* op) {
+  return "gradwire backend rank " + std::to_string(c.rank()) + ": " + op;
+}
+
+}  // namespace
+
+GradwireBackend::GradwireBackend(std::unique_ptr<Communicator> comm)
+    : c10d::Backend(comm->rank(), comm->size()), comm_(std::move(comm)) {}
+
+void set_main_thread(uint64_t ident) { g_main_thread = ident; }
+
+GradwireBackend::~GradwireBackend() = default;
+
+c10::intrusive_ptr<GradwireBackend> GradwireBackend::create(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  // Group rank 0 publishes where gradwire's own store will listen; every
+  // member then bootstraps through it (Note [group bootstrap]).
+  const std::string key = "gradwire/store_address";
+  std::string host;
+  int port = 0;
+  if (rank == 0) {
+    const char* master = std::getenv("MASTER_ADDR");
+    host = reachable_address(master ? master : "");
+    port = free_port(host);
+    const std::string text = host + " " + std::to_string(port);
+    store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  } else {
+    const auto v = store->get(key);
+    const std::string text(v.begin(), v.end());
+    const auto space = text.find(' ');
+    host = text.substr(0, space);
+    port = std::stoi(text.substr(space + 1));
+  }
+  gradwire::Options options;
+  options.timeout = timeout;
+  return c10::make_intrusive<GradwireBackend>(create_at(options, rank, size, host, port));
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  const std::string what = name(*comm_, "broadcast");
+  const at::Tensor& t = single(tensors, what);
+  if (opts.rootTensor != 0) invalid(what + ": rootTensor must be 0");
+  auto w = comm_->broadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
+                            int(opts.rootRank));
+  return make_work(rank_, c10d::OpType::BROADCAST, std::move(w), tensors, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  const std::string what = name(*comm_, "allreduce");
+  const at::Tensor& t = single(tensors, what);
+  auto w = comm_->allreduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
+                            to_op(opts.reduceOp, what));
+  return make_work(rank_, c10d::OpType::ALLREDUCE, std::move(w), tensors, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const std::string what = name(*comm_, "allgather_into_tensor");
+  check_tensor(output, what);
+  check_tensor(input, what);
+  same_dtype(input, output, what);
+  numel_is(output, input.numel() * size_, what, "output (world size x input)");
+  auto w = comm_->allgather(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
+                            to_dtype(output, what));
+  return make_work(rank_, c10d::OpType::_ALLGATHER_BASE, std::move(w), {output}, {input, output});
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const std::string what = name(*comm_, "allgather");
+  const at::Tensor& in = single(inputs, what);
+  if (outputs.size() != 1 || outputs[0].size() != size_t(size_)) {
+    invalid(what + ": expected one list of " + std::to_string(size_) + " output tensors");
+  }
+  for (auto& o : outputs[0]) {
+    check_tensor(o, what);
+    same_dtype(in, o, what);
+    numel_is(o, in.numel(), what, "an output tensor (like the input)");
+  }
+  // Gathered into one staging buffer, copied out as the Work completes.
+  at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+  auto w = comm_->allgather(in.data_ptr(), flat.data_ptr(), size_t(flat.numel()),
+                            to_dtype(in, what));
+  std::vector<at::Tensor> outs = outputs[0];
+  auto finish = [flat, outs, n = in.numel()]() mutable {
+    for (size_t r = 0; r < outs.size(); ++r) {
+      outs[r].view({-1}).copy_(flat.narrow(0, int64_t(r) * n, n));
+    }
+  };
+  return make_work(rank_, c10d::OpType::ALLGATHER, std::move(w), outs, {in, flat},
+                   std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const std::string what = name(*comm_, "reduce_scatter_tensor");
+  check_tensor(output, what);
+  check_tensor(input, what);
+  same_dtype(input, output, what);
+  numel_is(input, output.numel() * size_, what, "input (world size x output)");
+  auto w = comm_->reduce_scatter(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
+                                 to_dtype(input, what), to_op(opts.reduceOp, what));
+  return make_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, std::move(w), {output},
+                   {input, output});
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const std::string what = name(*comm_, "reduce_scatter");
+  const at::Tensor& out = single(outputs, what);
+  if (inputs.size() != 1 || inputs[0].size() != size_t(size_)) {
+    invalid(what + ": expected one list of " + std::to_string(size_) + " input tensors");
+  }
+  for (auto& i : inputs[0]) {
+    check_tensor(i, what);
+    same_dtype(i, out, what);
+    numel_is(i, out.numel(), what, "an input tensor (like the output)");
+  }
+  // Staged: the inputs need not be adjacent in memory.
+  at::Tensor flat = at::empty({out.numel() * size_}, out.options());
+  for (int r = 0; r < size_; ++r) {
+    flat.narrow(0, int64_t(r) * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
+  }
+  auto w = comm_->reduce_scatter(flat.data_ptr(), out.data_ptr(), size_t(flat.numel()),
+                                 to_dtype(out, what), to_op(opts.reduceOp, what));
+  return make_work(rank_, c10d::OpType::REDUCE_SCATTER, std::move(w), {out}, {flat, out});
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  const std::string what = name(*comm_, "all_to_all_single");
+  check_tensor(output, what);
+  check_tensor(input, what);
+  same_dtype(input, output, what);
+  numel_is(output, input.numel(), what, "output (like the input)");
+  // Rows of dim 0 are what split sizes count; equal splits only (for now).
+  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
+  if (rows % size_ != 0) {
+    invalid(what + ": dim 0 (" + std::to_string(rows) + ") is not divisible by the world size " +
+            std::to_string(size_));
+  }
+  for (const auto* splits : {&input_split_sizes, &output_split_sizes}) {
+    for (int64_t s : *splits) {
+      if (s != rows / size_) {
+        invalid(what + ": unequal split sizes are not supported by the gradwire backend yet");
+      }
+    }
+  }
+  auto w = comm_->alltoall(input.data_ptr(), output.data_ptr(), size_t(input.numel() / size_),
+                           to_dtype(input, what));
+  return make_work(rank_, c10d::OpType::ALLTOALL_BASE, std::move(w), {output}, {input, output});
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllToAllOptions&) {
+  const std::string what = name(*comm_, "all_to_all");
+  if (inputs.size() != size_t(size_) || outputs.size() != size_t(size_)) {
+    invalid(what + ": expected " + std::to_string(size_) + " input and output tensors");
+  }
+  const int64_t n = inputs[0].numel();
+  for (int r = 0; r < size_; ++r) {
+    check_tensor(inputs[r], what);
+    check_tensor(outputs[r], what);
+    same_dtype(inputs[0], inputs[r], what);
+    same_dtype(inputs[0], outputs[r], what);
+    numel_is(inputs[r], n, what, "an input tensor (equal sizes only, for now)");
+    numel_is(outputs[r], n, what, "an output tensor (equal sizes only, for now)");
+  }
+  at::Tensor send = at::empty({n * size_}, inputs[0].options());
+  at::Tensor recv = at::empty({n * size_}, inputs[0].options());
+  for (int r = 0; r < size_; ++r) send.narrow(0, int64_t(r) * n, n).copy_(inputs[r].view({-1}));
+  auto w = comm_->alltoall(send.data_ptr(), recv.data_ptr(), size_t(n), to_dtype(send, what));
+  std::vector<at::Tensor> outs = outputs;
+  auto finish = [recv, outs, n]() mutable {
+    for (size_t r = 0; r < outs.size(); ++r) {
+      outs[r].view({-1}).copy_(recv.narrow(0, int64_t(r) * n, n));
+    }
+  };
+  return make_work(rank_, c10d::OpType::ALLTOALL, std::move(w), outs, {send, recv},
+                   std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> GradwireBackend::barrier(const c10d::BarrierOptions&) {
+  return make_work(rank_, c10d::OpType::BARRIER, comm_->barrier(), {}, {});
+}
+
+}  // namespace gradwire::python

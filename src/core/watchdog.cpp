@@ -1,0 +1,259 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "core/watchdog.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
+#include "bootstrap/store.h"
+#include "core/communicator_impl.h"
+#include "core/errors.h"
+#include "core/flight_recorder.h"
+#include "core/logging.h"
+
+namespace gradwire {
+
+namespace job {
+
+namespace {
+
+constexpr const char* kFailureKey = "gradwire/failure";
+
+// Leaked: watchdogs of leaked (stuck) communicators may outlive statics.
+struct State {
+  std::mutex mu;
+  std::string to_publish;  // our first failure, "<rank>\x1f<code>\x1f<reason>"
+  int my_rank = -1;
+  bool published = false;
+  std::atomic<bool> pending{false};  // to_publish set, not yet published
+  std::atomic<bool> failed{false};
+  std::string remote;  // written once, before `failed` is set
+  std::atomic<int> code{int(ErrorCode::Aborted)};  // likewise
+  std::string status, published_status;  // stall inspector
+  std::vector<std::string> others;        // indexed by rank
+  std::atomic<int> world_size{0};
+};
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+}  // namespace
+
+void report_failure(int world_rank, const std::string& reason, ErrorCode code) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.to_publish.empty() || s.failed.load()) return;  // first failure only
+  s.my_rank = world_rank;
+  s.to_publish = fmt::format("{}\x1f{}\x1f{}", world_rank, int(code), reason);
+  s.pending.store(true);
+}
+
+bool pending() { return state().pending.load(); }
+
+void fail_locally(int world_rank, const std::string& reason, ErrorCode code) {
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.failed.load()) return;
+    s.remote = reason;
+    s.code.store(int(code));
+    s.failed.store(true, std::memory_order_release);
+    if (s.to_publish.empty()) {
+      s.my_rank = world_rank;
+      s.to_publish = fmt::format("{}\x1f{}\x1f{}", world_rank, int(code), reason);
+      s.pending.store(true);
+    }
+  }
+  fr::Recorder::instance().dump(reason);
+}
+
+void set_status(const std::string& status) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.status = status;
+}
+
+std::vector<std::string> statuses() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.others;
+}
+
+namespace {
+
+// While this rank reports a stall: publish its status, read everyone's.
+void exchange_status(bootstrap::Store& store, int my_rank, int world_size) {
+  auto& s = state();
+  std::string mine, published;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    mine = s.status;
+    published = s.published_status;
+  }
+  if (mine.empty() && published.empty()) return;
+  const std::string key = fmt::format("gradwire/status/{}", my_rank);
+  if (mine != published) store.set(key, mine);
+  std::vector<std::string> others(static_cast<size_t>(world_size));
+  if (!mine.empty()) {
+    for (int r = 0; r < world_size; ++r) {
+      if (r == my_rank) continue;
+      if (auto v = store.try_get(fmt::format("gradwire/status/{}", r))) others[size_t(r)] = *v;
+    }
+  }
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.published_status = mine;
+  s.others = std::move(others);
+}
+
+}  // namespace
+
+const std::atomic<bool>& failed_flag() { return state().failed; }
+const std::string& failure_reason() { return state().remote; }
+const std::atomic<int>& failure_code() { return state().code; }
+
+// One round with the store: publish our failure (once), then look for
+// another rank's. Returns false when the store is gone (rank 0 exited).
+bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
+  auto& s = state();
+  std::string mine;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.published && !s.to_publish.empty()) mine = s.to_publish;
+  }
+  try {
+    if (!mine.empty()) {
+      if (!store.try_get(kFailureKey)) store.set(kFailureKey, mine);  // the first report stays
+      std::lock_guard<std::mutex> lk(s.mu);
+      s.published = true;
+      s.pending.store(false);
+      return true;
+    }
+    exchange_status(store, my_rank, s.world_size);
+    auto v = store.try_get(kFailureKey);
+    if (!v) return true;
+    // "<rank>\x1f<code>\x1f<reason>"
+    const size_t sep = v->find('\x1f');
+    const size_t sep2 = sep == std::string::npos ? sep : v->find('\x1f', sep + 1);
+    if (sep2 == std::string::npos) return true;  // not ours
+    const int from = std::atoi(v->substr(0, sep).c_str());
+    if (from == my_rank) return true;
+    const int code = std::atoi(v->substr(sep + 1, sep2 - sep - 1).c_str());
+    const std::string reason = v->substr(sep2 + 1);
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      if (s.failed.load() || !s.to_publish.empty()) return true;  // we failed first ourselves
+      s.remote = fmt::format("rank {} reported a failure: {}", from, reason);
+      s.code.store(code >= 0 && code <= int(ErrorCode::Aborted) ? code : int(ErrorCode::Aborted));
+      s.failed.store(true, std::memory_order_release);
+    }
+    log().error("rank {}: {}", my_rank, s.remote);
+    fr::Recorder::instance().dump(s.remote);
+    if (options.abort_process_on_error) {
+      log().critical("rank {}: aborting the process (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
+                     my_rank);
+      std::abort();
+    }
+    return true;
+  } catch (const Error& e) {
+    // Rank 0 (which serves the TCP store) exited or is unreachable: nobody
+    // can be told any more; stop trying.
+    log().debug("rank {}: watchdog stops using the store: {}", my_rank, e.what());
+    return false;
+  }
+}
+
+}  // namespace job
+
+Watchdog::Watchdog(CommunicatorImpl& comm, bootstrap::Store* store)
+    : sh_(std::make_shared<Shared>()), store_(store), rank_(comm.rank), options_(comm.options) {
+  if (store) {
+    // A new world is a new job: its first failure is news again. A process
+    // that heard of another rank's failure stays failed (it should exit).
+    auto& s = job::state();
+    std::lock_guard<std::mutex> lk(s.mu);
+    s.world_size = comm.size;
+    s.to_publish.clear();
+    s.published = false;
+    s.pending.store(false);
+    s.status.clear();
+    s.published_status.clear();
+    s.others.clear();
+  }
+  thread_ = std::thread(&Watchdog::loop, sh_, &comm, store);  // after the reset above
+}
+
+Watchdog::~Watchdog() {
+  if (!stop()) {
+    log().warn("watchdog thread is blocked in a store call; leaving it behind");
+  }
+}
+
+bool Watchdog::stop() {
+  if (stopped_) return !detached_;
+  stopped_ = true;
+  std::unique_lock<std::mutex> lk(sh_->mu);
+  // A failure of the last collective (the caller is about to exit with its
+  // error): tell the others now, or they would never hear of it.
+  if (store_ && job::pending() &&
+      sh_->cv.wait_for(lk, std::chrono::seconds(2), [&] { return !sh_->in_store; })) {
+    sh_->in_store = true;
+    lk.unlock();
+    job::exchange(*store_, rank_, options_);
+    lk.lock();
+    sh_->in_store = false;
+  }
+  sh_->stop = true;
+  sh_->cv.notify_all();
+  // A store call is bounded by the store's own deadline, which can be the
+  // whole collective timeout; do not make the caller wait that long.
+  if (!sh_->cv.wait_for(lk, std::chrono::seconds(2), [&] { return !sh_->in_store; })) {
+    lk.unlock();
+    thread_.detach();
+    detached_ = true;
+    return false;
+  }
+  lk.unlock();
+  thread_.join();
+  return true;
+}
+
+void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store) {
+  using namespace std::chrono;
+  auto next_poll = steady_clock::now();
+  bool stuck_reported = false;
+  const Options options = comm->options;
+  const int rank = comm->rank;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(sh->mu);
+      sh->cv.wait_for(lk, milliseconds(100), [&] { return sh->stop; });
+      if (sh->stop) return;
+      // Under sh->mu: the communicator cannot be destroyed meanwhile.
+      if (!stuck_reported) {
+        const std::string what = comm->engine().overdue();
+        if (!what.empty()) {
+          stuck_reported = true;
+          comm->engine_stuck(what);
+        }
+      }
+    }
+    if (store && (steady_clock::now() >= next_poll || job::pending())) {
+      next_poll = steady_clock::now() + seconds(1);
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        if (sh->stop) return;
+        sh->in_store = true;
+      }
+      const bool alive = job::exchange(*store, rank, options);
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->in_store = false;
+        if (!alive) store = nullptr;
+      }
+      sh->cv.notify_all();
+    }
+  }
+}
+
+}  // namespace gradwire

@@ -1,0 +1,83 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Note [device-buffer dispatch] (transport/nccl/transport.h). Compiled in
+// every build: without CUDA every buffer is host memory, so route() always
+// answers nullptr and the CPU path runs.
+#include <mutex>
+
+#include "core/communicator_impl.h"
+#include "core/errors.h"
+#include "transport/device_memory.h"
+#include "transport/nccl/transport.h"
+
+namespace gradwire::transport::nccl {
+
+std::string_view to_string(Collective::Kind kind) {
+  switch (kind) {
+    case Collective::Kind::AllReduce: return "allreduce";
+    case Collective::Kind::ReduceScatter: return "reduce_scatter";
+    case Collective::Kind::AllGather: return "allgather";
+    case Collective::Kind::Broadcast: return "broadcast";
+    case Collective::Kind::AllToAll: return "alltoall";
+    case Collective::Kind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+Backend* route(CommunicatorImpl& comm, std::string_view op,
+               std::initializer_list<const void*> buffers) {
+  if (!cuda_driver_loaded()) return nullptr;  // the host-only fast path
+  const void* host = nullptr;
+  const void* device = nullptr;
+  MemoryLocation where;
+  for (const void* p : buffers) {
+    if (p == nullptr) continue;
+    const MemoryLocation loc = locate(p);
+    if (!loc.is_device()) {
+      host = p;
+      continue;
+    }
+    if (device != nullptr && loc.device != where.device) {
+      raise(ErrorCode::InvalidArgument,
+            "rank {}: {} got buffers on CUDA devices {} and {}; a collective's buffers must be on "
+            "one device", comm.rank, op, where.device, loc.device);
+    }
+    device = p;
+    where = loc;
+  }
+  if (device == nullptr) return nullptr;
+  if (host != nullptr) {
+    raise(ErrorCode::InvalidArgument,
+          "rank {}: {} got one buffer in host memory ({}) and one in {} ({}); a collective's "
+          "buffers must all be host memory or all device memory", comm.rank, op, host,
+          describe(where), device);
+  }
+  return &backend(comm, where.device);
+}
+
+Backend& backend(CommunicatorImpl& comm, int device) {
+  if (!built_with_nccl()) {
+    raise(ErrorCode::InvalidArgument,
+          "rank {}: a collective got CUDA device memory (device {}), but this gradwire was built "
+          "without NCCL headers (GRADWIRE_HAVE_NCCL); copy the data to host memory or rebuild "
+          "with NCCL", comm.rank, device);
+  }
+  std::lock_guard<std::mutex> lk(comm.nccl_mu);
+  if (!comm.nccl) {
+#if GRADWIRE_HAVE_NCCL
+    comm.nccl = create(comm, device);
+#endif
+  } else if (comm.nccl->device() != device) {
+    raise(ErrorCode::InvalidArgument,
+          "rank {}: this communicator runs its device collectives on CUDA device {}, but the "
+          "buffers are on device {}; use one device per communicator", comm.rank,
+          comm.nccl->device(), device);
+  }
+  return *comm.nccl;
+}
+
+void abort(CommunicatorImpl& comm, const std::string& reason) {
+  std::lock_guard<std::mutex> lk(comm.nccl_mu);
+  if (comm.nccl) comm.nccl->abort(reason);
+}
+
+}  // namespace gradwire::transport::nccl

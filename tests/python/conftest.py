@@ -1,0 +1,58 @@
+"""Launch helpers for gradwire's Python tests: run a worker script on N ranks
+under torchrun or mpirun, and require every rank to print its OK line.
+
+The extension is found through PYTHONPATH (ctest sets <build>/python)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LAUNCHERS = ["torchrun", "mpirun"]
+
+
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        import gradwire.torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def command(launcher, nproc, script, args):
+    if launcher == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc_per_node={nproc}", script, *args]
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not installed")
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nproc),
+            "-x", "PYTHONPATH", sys.executable, script, *args]
+
+
+def launch(launcher, nproc, script, *args, timeout=600, ok="OK"):
+    """Runs `script` on `nproc` ranks; returns the combined output."""
+    env = dict(os.environ)
+    # A launcher's variables from an outer job would confuse the inner one.
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+              "GRADWIRE_STORE_DIR", "TORCHELASTIC_RUN_ID"):
+        env.pop(k, None)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    path = script if os.path.isabs(script) else os.path.join(HERE, script)
+    proc = subprocess.run(command(launcher, nproc, path, [str(a) for a in args]), env=env,
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout)
+    out = proc.stdout
+    tail = "\n".join(out.splitlines()[-60:])
+    assert proc.returncode == 0, f"{launcher} -n {nproc} {script} failed ({proc.returncode}):\n{tail}"
+    # Ranks print concurrently: lines may interleave, so match anywhere.
+    oks = set(re.findall(rf"rank (\d+): [^\n]*?{re.escape(ok)}", out))
+    assert len(oks) == nproc, f"expected '{ok}' from {nproc} ranks, got {sorted(oks)}:\n{tail}"
+    return out
+
+
+requires_torch = pytest.mark.skipif(not have_torch(), reason="torch or gradwire._C_torch missing")

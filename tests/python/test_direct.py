@@ -1,0 +1,64 @@
+"""The direct API (gradwire.Communicator) on numpy arrays and DLPack tensors."""
+import os
+
+import numpy as np
+import pytest
+
+import gradwire
+from conftest import LAUNCHERS, launch
+
+
+@pytest.fixture(scope="module")
+def world_of_one():
+    for k in ("OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "GRADWIRE_STORE_DIR"):
+        assert k not in os.environ, f"{k} is set: run this test outside a launcher"
+    return gradwire.Communicator.create(timeout=30)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64,
+                                   np.uint8])
+def test_world_of_one(world_of_one, dtype):
+    c = world_of_one
+    assert (c.rank, c.size) == (0, 1)
+    a = np.arange(10).astype(dtype)
+    w = c.allreduce(a, op="max")
+    w.wait(timeout=10)
+    assert w.test()
+    np.testing.assert_array_equal(a, np.arange(10).astype(dtype))
+    out = np.zeros(10, dtype)
+    c.allgather(a, out).wait()
+    np.testing.assert_array_equal(out, a)
+    empty = np.zeros(0, dtype)
+    c.allreduce(empty).wait()
+
+
+def test_dlpack_zero_copy(world_of_one):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    before = t.data_ptr()
+    world_of_one.allreduce(t, op="sum").wait()
+    assert t.data_ptr() == before and torch.equal(t, torch.arange(6, dtype=torch.bfloat16).reshape(2, 3))
+    with pytest.raises(gradwire.InvalidArgumentError, match="not contiguous"):
+        world_of_one.allreduce(torch.ones(4, 4).t())
+
+
+def test_error_classes(world_of_one):
+    assert issubclass(gradwire.TimeoutError, gradwire.Error)
+    assert issubclass(gradwire.TimeoutError, TimeoutError)
+    assert issubclass(gradwire.InvalidArgumentError, ValueError)
+    assert issubclass(gradwire.Error, RuntimeError)
+    for name in ("InvalidArgument", "Timeout", "PeerLost", "Mismatch", "Transport", "Internal",
+                 "Aborted"):
+        assert getattr(gradwire, name + "Error").code == name
+    with pytest.raises(gradwire.InvalidArgumentError) as info:
+        world_of_one.allreduce(np.zeros(3, np.complex64))
+    assert info.value.code == "InvalidArgument"
+    assert str(info.value) == "gradwire InvalidArgument: " + info.value.message
+    assert "rank 0: allreduce" in info.value.message
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("nproc", [1, 2, 3])
+def test_ranks(launcher, nproc):
+    launch(launcher, nproc, "direct_worker.py")

@@ -1,0 +1,194 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Never hang silently (issue 8): failure scenarios for the watchdog, the
+// flight recorder and debug-mode mismatch detection; launched by gwlaunch
+// through check_fr.sh (see CMakeLists). Each rank exits 0 only if it saw the
+// error it should, naming what it should, within twice the deadline.
+//
+//   watchdog_test sigkill    rank 1 SIGKILLs itself during allreduces: the
+//                            others fail with PeerLost or Timeout
+//   watchdog_test sigstop    rank 1 SIGSTOPs itself: the others fail with
+//                            Timeout naming rank 1, then SIGKILL it
+//   watchdog_test idle       rank 1 skips an allreduce and stays idle: the
+//                            others time out; rank 1 hears of it through the
+//                            store, dumps, and its next collective fails
+//                            with Aborted naming the reporting rank
+//   watchdog_test extra|op|count|dtype
+//                            rank 0 calls an extra allreduce / rank 1 calls
+//                            broadcast instead of allreduce / counts differ /
+//                            dtypes differ: with GRADWIRE_DEBUG=DETAIL every
+//                            rank fails with Mismatch naming the field
+//   watchdog_test abort-policy  GRADWIRE_ASYNC_ERROR_HANDLING=abort: rank 0
+//                            skips; both processes abort (SIGABRT) after
+//                            dumping
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradwire/gradwire.h"
+
+using namespace gradwire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double timeout_s() {
+  const char* v = std::getenv("GRADWIRE_TIMEOUT_S");
+  return v ? std::atof(v) : 300.0;
+}
+std::string fr_dir() {
+  const char* v = std::getenv("GRADWIRE_FR_DIR");
+  return v ? v : "/tmp/gradwire-fr";
+}
+
+int judge(int rank, const std::string& mode, const Error* e, std::vector<ErrorCode> allowed,
+          std::vector<std::string> needles, Clock::time_point start) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!e) {
+    std::fprintf(stderr, "[rank %d] %s: FAIL: no error was raised\n", rank, mode.c_str());
+    return 1;
+  }
+  bool code_ok = false;
+  for (auto c : allowed) code_ok |= e->code() == c;
+  bool text_ok = true;
+  for (auto& n : needles) {
+    if (std::string(e->what()).find(n) == std::string::npos) {
+      std::fprintf(stderr, "[rank %d] %s: missing '%s'\n", rank, mode.c_str(), n.c_str());
+      text_ok = false;
+    }
+  }
+  const bool fast = elapsed <= 2 * timeout_s() + 2;
+  const bool ok = code_ok && text_ok && fast;
+  std::fprintf(stderr, "[rank %d] %s: %s after %.2f s: %s\n", rank, mode.c_str(),
+               ok ? "ok" : "FAIL", elapsed, e->what());
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|idle|extra|op|count|dtype\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = Communicator::create();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "start-up failed: %s\n", e.what());
+    return 1;
+  }
+  const int rank = comm->rank();
+  std::vector<float> buf(4096, 1.0f);
+  auto allreduce = [&](size_t n = 4096, DataType dt = DataType::Float32) {
+    return comm->allreduce(buf.data(), buf.data(), n, dt, ReduceOp::Sum);
+  };
+  comm->barrier().wait();
+  const auto t0 = Clock::now();
+
+  if (mode == "sigkill" || mode == "sigstop") {
+    if (rank == 1) {
+      for (int i = 0; i < 20; ++i) allreduce().wait();
+      if (mode == "sigkill") raise(SIGKILL);
+      std::ofstream(fr_dir() + "/stopped.pid") << getpid() << "\n";
+      raise(SIGSTOP);
+      return 1;  // never: rank 0 kills it
+    }
+    int code = 1;
+    try {
+      for (int i = 0; i < 100000; ++i) allreduce().wait();
+      code = judge(rank, mode, nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      if (mode == "sigkill") {
+        code = judge(rank, mode, &e, {ErrorCode::PeerLost, ErrorCode::Timeout},
+                     {"allreduce #"}, t0);
+      } else {
+        code = judge(rank, mode, &e, {ErrorCode::Timeout}, {"rank 1"}, t0);
+      }
+    }
+    if (mode == "sigstop" && rank == 0) {
+      int pid = 0;
+      std::ifstream(fr_dir() + "/stopped.pid") >> pid;
+      if (pid > 0) kill(pid, SIGKILL);
+    }
+    return code;
+  }
+
+  if (mode == "idle") {
+    if (rank == 1) {
+      // Skips allreduce #2 and waits long enough to hear of the others'
+      // timeout through the store (Note [watchdog]).
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s() + 2.5));
+      try {
+        allreduce().wait();
+        return judge(rank, mode, nullptr, {}, {}, t0);
+      } catch (const Error& e) {
+        return judge(rank, mode, &e, {ErrorCode::Aborted}, {"reported a failure", "allreduce #2"}, t0);
+      }
+    }
+    try {
+      allreduce().wait();
+      return judge(rank, mode, nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge(rank, mode, &e, {ErrorCode::Timeout}, {"allreduce #2", "rank 1"}, t0);
+    }
+  }
+
+  if (mode == "abort-policy") {
+    // GRADWIRE_ASYNC_ERROR_HANDLING=abort: rank 1 times out waiting for
+    // rank 0 and aborts its process; rank 0 (which serves the store, so it
+    // must be the one that hears) learns of it and aborts too. Returning
+    // at all is a failure (gwlaunch --ignore's both ranks; the check on the
+    // dumps needs both).
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s() + 4));
+      std::fprintf(stderr, "[rank 0] abort-policy: FAIL: still alive\n");
+      return 0;
+    }
+    try {
+      allreduce().wait();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "[rank 1] abort-policy: FAIL: raised instead of aborting: %s\n", e.what());
+    }
+    return 0;
+  }
+
+  // Mismatch scenarios (run with GRADWIRE_DEBUG=DETAIL).
+  std::vector<std::string> needles = {"ranks called different collectives"};
+  try {
+    if (mode == "extra") {
+      if (rank == 0) allreduce().wait();
+      comm->barrier().wait();
+      needles.push_back("differs in op");
+    } else if (mode == "op") {
+      if (rank == 1) comm->broadcast(buf.data(), buf.data(), 4096, DataType::Float32, 0).wait();
+      else allreduce().wait();
+      needles.push_back("broadcast #2");
+    } else if (mode == "count") {
+      allreduce(1000 * size_t(rank + 1)).wait();
+      needles.push_back("differs in count");
+    } else if (mode == "dtype") {
+      allreduce(1000, rank == 1 ? DataType::Float64 : DataType::Float32).wait();
+      needles.push_back("differs in dtype");
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+      return 2;
+    }
+    return judge(rank, mode, nullptr, {}, {}, t0);
+  } catch (const Error& e) {
+    // Within a second, not at the deadline.
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (elapsed > 1.0) {
+      std::fprintf(stderr, "[rank %d] %s: FAIL: took %.2f s\n", rank, mode.c_str(), elapsed);
+      return 1;
+    }
+    return judge(rank, mode, &e, {ErrorCode::Mismatch}, needles, t0);
+  }
+}

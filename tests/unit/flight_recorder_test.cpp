@@ -1,0 +1,186 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder's ring, its dump format read back, the diagnosis
+// gradwire-fr prints, and debug-mode fingerprints: all without ranks.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/fingerprint.h"
+#include "core/flight_recorder.h"
+#include "core/fr_report.h"
+#include "gradwire/error.h"
+
+namespace gradwire::fr {
+namespace {
+
+CollectiveInfo allreduce(uint64_t count, DataType dt = DataType::Float32) {
+  return {Op::Allreduce, dt, ReduceOp::Sum, true, -1, count};
+}
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+TEST(FlightRecorder, RingKeepsTheNewestEntriesInOrder) {
+  Recorder r;
+  r.configure(4, "/nonexistent", 3, 8);
+  const uint16_t c = r.register_comm("world", 3, 8);
+  std::vector<uint64_t> ids;
+  for (uint32_t seq = 0; seq < 6; ++seq) ids.push_back(r.queued(c, seq, allreduce(seq * 10)));
+  r.started(ids[0]);  // overwritten: ignored
+  r.done(ids[0], true);
+  r.started(ids[4]);
+  r.done(ids[4], true);
+  r.started(ids[5]);
+  Dump d = parse_dump(r.to_json("test"));
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.world_size, 8);
+  EXPECT_EQ(d.reason, "test");
+  ASSERT_EQ(d.entries.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.entries[i].seq, i + 2);
+  EXPECT_EQ(d.entries[0].state, State::Queued);
+  EXPECT_EQ(d.entries[2].state, State::Completed);
+  EXPECT_EQ(d.entries[3].state, State::Started);
+  EXPECT_EQ(d.entries[3].count, 50u);
+  EXPECT_EQ(d.entries[3].op, "allreduce");
+  EXPECT_EQ(d.entries[3].dtype, "float32");
+  EXPECT_EQ(d.entries[3].redop, "sum");
+  EXPECT_GT(d.entries[2].done_us, 0);
+  EXPECT_EQ(d.entries[3].done_us, 0);
+}
+
+TEST(FlightRecorder, DisabledRecordsNothing) {
+  Recorder r;
+  r.configure(0, "", 0, 1);
+  EXPECT_EQ(r.queued(r.register_comm("world", 0, 1), 0, allreduce(1)), 0u);
+  EXPECT_EQ(r.dump("x"), "");
+}
+
+TEST(FlightRecorder, DumpWritesOnceAndEscapes) {
+  char tmpl[] = "/tmp/gwfr-unit-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  Recorder r;
+  r.configure(8, tmpl, 1, 2);
+  const uint16_t c = r.register_comm("group 1 [0, 1]", 1, 2);
+  r.done(r.queued(c, 7, {Op::Broadcast, DataType::Int64, ReduceOp::Sum, false, 1, 3}), false);
+  r.set_error(c, 7, "a \"quoted\"\nerror");
+  const std::string path = r.dump("first");
+  ASSERT_EQ(path, std::string(tmpl) + "/gradwire-fr-rank1.json");
+  EXPECT_EQ(r.dump("second"), path);  // the first reason wins
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Dump d = parse_dump(ss.str(), path);
+  EXPECT_EQ(d.reason, "first");
+  ASSERT_EQ(d.comms.size(), 1u);
+  EXPECT_EQ(d.comms[0].name, "group 1 [0, 1]");
+  EXPECT_EQ(d.comms[0].error, "a \"quoted\"\nerror");
+  EXPECT_EQ(d.comms[0].error_seq, 7);
+  ASSERT_EQ(d.entries.size(), 1u);
+  EXPECT_EQ(d.entries[0].op, "broadcast");
+  EXPECT_EQ(d.entries[0].root, 1);
+  EXPECT_EQ(d.entries[0].redop, "");
+  EXPECT_EQ(d.entries[0].state, State::Failed);
+  std::remove(path.c_str());
+  rmdir(tmpl);
+}
+
+TEST(FlightRecorder, ParseRejectsOtherFiles) {
+  EXPECT_THROW(parse_dump("{\"format\": \"something\"}", "x.json"), Error);
+  EXPECT_THROW(parse_dump("{\"format\": \"gradwire-fr/1\", \"rank\": ", "x.json"), Error);
+  EXPECT_THROW(parse_dump("not json", "x.json"), Error);
+}
+
+// A rank's dump with collectives 0..last (the last one in `last_state`).
+Dump make_dump(int rank, int world, uint32_t last, State last_state, const std::string& error = "",
+               uint64_t last_count = 1024) {
+  Recorder r;
+  r.configure(64, "", rank, world);
+  const uint16_t c = r.register_comm("world", rank, world);
+  for (uint32_t s = 0; s <= last; ++s) {
+    uint64_t id = r.queued(c, s, allreduce(s == last ? last_count : 1024));
+    if (s < last || last_state != State::Queued) r.started(id);
+    if (s < last) r.done(id, true);
+    else if (last_state == State::Completed || last_state == State::Failed)
+      r.done(id, last_state == State::Completed);
+  }
+  if (!error.empty()) r.set_error(c, last, error);
+  return parse_dump(r.to_json("test"));
+}
+
+TEST(FlightRecorderDiagnosis, NamesTheRankBehindAndItsSequenceNumber) {
+  const std::string err = "rank 0: allreduce #5 timed out after 3.0 s waiting for data from rank 1";
+  std::vector<Dump> dumps = {make_dump(0, 3, 5, State::Failed, err),
+                             make_dump(1, 3, 4, State::Completed),
+                             make_dump(2, 3, 5, State::Failed, "... sending to rank 1 ...")};
+  Diagnosis d = diagnose(dumps);
+  ASSERT_FALSE(d.suspects.empty());
+  EXPECT_EQ(d.suspects[0], 1);
+  EXPECT_TRUE(contains(d.text, "rank 1 is behind on 'world': it never reached allreduce #5"))
+      << d.text;
+  EXPECT_TRUE(contains(d.text, "ranks 0, 2 waited for rank 1")) << d.text;
+}
+
+TEST(FlightRecorderDiagnosis, AMissingDumpIsNamed) {
+  const std::string err = "allreduce #3 timed out after 3.0 s waiting for data from rank 2";
+  Diagnosis d = diagnose({make_dump(0, 3, 3, State::Failed, err),
+                          make_dump(1, 3, 3, State::Failed, err)});
+  EXPECT_EQ(d.suspects, std::vector<int>{2});
+  EXPECT_TRUE(contains(d.text, "rank 2: NO DUMP")) << d.text;
+  EXPECT_TRUE(contains(d.text, "rank 2 left no dump")) << d.text;
+}
+
+TEST(FlightRecorderDiagnosis, DifferentCountsAreReported) {
+  Diagnosis d = diagnose({make_dump(0, 2, 2, State::Started, "", 1000),
+                          make_dump(1, 2, 2, State::Failed, "", 2000)});
+  EXPECT_TRUE(contains(d.text, "ranks called different collectives at seq 2 of 'world': rank 0 "
+                               "allreduce #2 (1000 x float32 sum); rank 1 allreduce #2 (2000 x "
+                               "float32 sum)"))
+      << d.text;
+}
+
+TEST(FlightRecorderDiagnosis, AgreeingRanksGiveNoFinding) {
+  Diagnosis d = diagnose({make_dump(0, 2, 4, State::Completed), make_dump(1, 2, 4, State::Completed)});
+  EXPECT_TRUE(d.findings.empty()) << d.text;
+  EXPECT_TRUE(d.suspects.empty());
+}
+
+}  // namespace
+}  // namespace gradwire::fr
+
+namespace gradwire {
+namespace {
+
+TEST(Fingerprint, EqualFingerprintsAgree) {
+  fr::CollectiveInfo info{fr::Op::Allreduce, DataType::Float32, ReduceOp::Sum, true, -1, 100};
+  std::vector<Fingerprint> all(4, make_fingerprint(9, info));
+  EXPECT_FALSE(compare_fingerprints(all).has_value());
+}
+
+TEST(Fingerprint, DifferencesNameRanksAndFields) {
+  fr::CollectiveInfo a{fr::Op::Allreduce, DataType::Float32, ReduceOp::Sum, true, -1, 100};
+  fr::CollectiveInfo b{fr::Op::Broadcast, DataType::Float32, ReduceOp::Sum, false, 0, 100};
+  fr::CollectiveInfo c = a;
+  c.count = 200;
+  c.dtype = DataType::BFloat16;
+  std::vector<Fingerprint> all = {make_fingerprint(3, a), make_fingerprint(3, b),
+                                  make_fingerprint(3, a), make_fingerprint(3, c)};
+  auto msg = compare_fingerprints(all);
+  ASSERT_TRUE(msg.has_value());
+  EXPECT_NE(msg->find("rank 0 called allreduce #3 (100 x float32 sum)"), std::string::npos) << *msg;
+  EXPECT_NE(msg->find("rank 1 called broadcast #3 (100 x float32 from rank 0) (differs in op, "
+                      "reduce op, root)"),
+            std::string::npos)
+      << *msg;
+  EXPECT_NE(msg->find("rank 3 called allreduce #3 (200 x bfloat16 sum) (differs in dtype, count)"),
+            std::string::npos)
+      << *msg;
+  EXPECT_EQ(msg->find("rank 2"), std::string::npos) << *msg;
+}
+
+}  // namespace
+}  // namespace gradwire
