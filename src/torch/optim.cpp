@@ -72,15 +72,15 @@ template <typename Core>
   for (auto& p : params) {
     const size_t n = size_t(p.numel());
     auto pc = p.contiguous();
-    std::memcpy(fp.data() + at, pc.data_ptr<float>(), n * sizeof(float));
+    if (n) std::memcpy(fp.data() + at, pc.data_ptr<float>(), n * sizeof(float));
     const auto& g = p.grad();
     if (g.defined()) {
       auto gc = g.to(::torch::kFloat32).contiguous();
-      std::memcpy(fg.data() + at, gc.data_ptr<float>(), n * sizeof(float));
+      if (n) std::memcpy(fg.data() + at, gc.data_ptr<float>(), n * sizeof(float));
     } else {
       // No gradient on this rank: it contributes zeros (every rank still
       // takes part in the collective).
-      std::memset(fg.data() + at, 0, n * sizeof(float));
+      if (n) std::memset(fg.data() + at, 0, n * sizeof(float));
     }
     at += n;
   }
