@@ -50,6 +50,7 @@ struct Args {
   // no DDP).
   std::string compression = "none";
   size_t powersgd_rank = 4;
+  double powersgd_min_rate = 2.0;  // PowerSGD's min_compression_rate (torch's default)
   // Steps before compression starts (PowerSGD's plain-allreduce phase, the
   // 1-bit optimizers' exact warm-up); -1: one epoch. With 3 epochs, a
   // one-epoch warm-up puts 1-bit Adam within 0.03 points of uncompressed
@@ -91,6 +92,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--fp16") a.compression = "fp16";
     else if (k == "--compression") a.compression = value();
     else if (k == "--powersgd-rank") a.powersgd_rank = std::stoull(value());
+    else if (k == "--powersgd-min-rate") a.powersgd_min_rate = std::stod(value());
     else if (k == "--powersgd-start") a.powersgd_start = std::stoll(value());
     else if (k == "--freeze-step") a.freeze_step = std::stoll(value());
     else usage(argv[0]);
@@ -202,6 +204,7 @@ int main(int argc, char** argv) try {
       gradwire::PowerSGDOptions po;
       po.matrix_approximation_rank = args.powersgd_rank;
       po.start_powerSGD_iter = powersgd_start;
+      po.min_compression_rate = args.powersgd_min_rate;
       po.random_seed = args.seed;
       powersgd = std::make_shared<gradwire::PowerSGDState>(po);
       options.comm_hook = gradwire::powersgd_hook(powersgd);
