@@ -26,16 +26,6 @@ namespace k = gradwire::kernels;
 
 namespace {
 
-double best_seconds(int reps, const std::function<void()>& fn) {
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 struct Result {
   std::string name;
   double traffic_gbs;  // bytes read + written per second
@@ -87,22 +77,22 @@ int main(int argc, char** argv) {
   };
 
   float scale = 0;
-  report("sum_squares(x + error)", 2 * bytes, best_seconds(reps, [&] {
+  report("sum_squares(x + error)", 2 * bytes, gwperf::best_seconds(reps, [&] {
            scale = k::rms_scale(k::sum_squares(x.data(), err.data(), n), n);
          }));
-  report("compress_signs (fused pack pass)", 3 * bytes + bytes / 32, best_seconds(reps, [&] {
+  report("compress_signs (fused pack pass)", 3 * bytes + bytes / 32, gwperf::best_seconds(reps, [&] {
            k::compress_signs(x.data(), err.data(), scale, bits.data(), n);
          }));
-  report("decompress_signs", bytes + bytes / 32, best_seconds(reps, [&] {
+  report("decompress_signs", bytes + bytes / 32, gwperf::best_seconds(reps, [&] {
            k::decompress_signs(bits.data(), scale, out.data(), n);
          }));
-  report("accumulate_signs", 2 * bytes + bytes / 32, best_seconds(reps, [&] {
+  report("accumulate_signs", 2 * bytes + bytes / 32, gwperf::best_seconds(reps, [&] {
            k::accumulate_signs(bits.data(), scale, out.data(), n);
          }));
-  report("float_to_half", bytes * 1.5, best_seconds(reps, [&] {
+  report("float_to_half", bytes * 1.5, gwperf::best_seconds(reps, [&] {
            k::float_to_half(half.data(), x.data(), n);
          }));
-  report("float_to_bf16", bytes * 1.5, best_seconds(reps, [&] {
+  report("float_to_bf16", bytes * 1.5, gwperf::best_seconds(reps, [&] {
            k::float_to_bf16(half.data(), x.data(), n);
          }));
   // PowerSGD on one rows x cols matrix of the same size, rank 4: each
@@ -110,16 +100,16 @@ int main(int argc, char** argv) {
   const size_t rows = 4096, cols = n / rows, r = 4;
   std::vector<float> Pt(r * rows), Qt(r * cols);
   for (auto& v : Qt) v = d(rng);
-  report("powersgd P = M Q (rank 4)", bytes, best_seconds(reps, [&] {
+  report("powersgd P = M Q (rank 4)", bytes, gwperf::best_seconds(reps, [&] {
            k::lowrank_project(x.data(), rows, cols, Qt.data(), r, Pt.data());
          }));
-  report("powersgd Q = M^T P (rank 4)", bytes, best_seconds(reps, [&] {
+  report("powersgd Q = M^T P (rank 4)", bytes, gwperf::best_seconds(reps, [&] {
            k::lowrank_project_transposed(x.data(), rows, cols, Pt.data(), r, Qt.data());
          }));
-  report("powersgd M = P Q^T (rank 4)", bytes, best_seconds(reps, [&] {
+  report("powersgd M = P Q^T (rank 4)", bytes, gwperf::best_seconds(reps, [&] {
            k::lowrank_expand(Pt.data(), Qt.data(), rows, cols, r, out.data());
          }));
-  report("powersgd orthonormalise P (4 x 4096)", 2.0 * r * r * rows * 4, best_seconds(reps, [&] {
+  report("powersgd orthonormalise P (4 x 4096)", 2.0 * r * r * rows * 4, gwperf::best_seconds(reps, [&] {
            k::orthonormalize_rows(Pt.data(), r, rows, 0.0f);
          }));
   if (!json.empty()) {

@@ -13,18 +13,9 @@ namespace gwperf {
 
 MemoryBandwidth probe_memory_bandwidth(size_t bytes) {
   std::vector<std::byte> a(bytes, std::byte{1}), b(bytes, std::byte{2});
-  auto best_of = [](int reps, auto&& fn) {
-    double best = 1e30;
-    for (int i = 0; i < reps; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      fn();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
   MemoryBandwidth m;
-  m.memcpy_gbs = double(bytes) / best_of(5, [&] { std::memcpy(a.data(), b.data(), bytes); }) / 1e9;
-  m.add_gbs = double(bytes) / best_of(5, [&] {
+  m.memcpy_gbs = double(bytes) / best_seconds(5, [&] { std::memcpy(a.data(), b.data(), bytes); }) / 1e9;
+  m.add_gbs = double(bytes) / best_seconds(5, [&] {
     gradwire::kernels::reduce(a.data(), a.data(), b.data(), bytes / 4, gradwire::DataType::Float32,
                               gradwire::ReduceOp::Sum);
   }) / 1e9;

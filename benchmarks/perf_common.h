@@ -3,6 +3,8 @@
 // its expected results, and the row printer.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,6 +13,19 @@
 #include "gradwire/gradwire.h"
 
 namespace gwperf {
+
+// The fastest of `reps` runs of fn, in seconds (the probes and kernel
+// benchmarks report best-of: the least disturbed run).
+template <typename Fn>
+double best_seconds(int reps, Fn&& fn) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
 
 struct Args {
   size_t min_bytes = 8, max_bytes = size_t(64) << 20;

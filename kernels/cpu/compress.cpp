@@ -149,6 +149,14 @@ void accumulate_signs(const uint8_t* bits, float scale, float* acc, size_t n) {
 // product streams M once); `omp simd` (compiled with -fopenmp-simd, no
 // OpenMP runtime) lets the compiler vectorise the reductions.
 
+namespace {
+// y[j] += a * x[j]: the inner loop of both Q = M^T P and M = P Q^T.
+inline void axpy(float* y, float a, const float* x, size_t m) {
+#pragma omp simd
+  for (size_t j = 0; j < m; ++j) y[j] += a * x[j];
+}
+}  // namespace
+
 void lowrank_project(const float* M, size_t n, size_t m, const float* Qt, size_t r, float* Pt) {
   for (size_t i = 0; i < n; ++i) {
     const float* row = M + i * m;
@@ -186,10 +194,7 @@ void lowrank_project_transposed(const float* M, size_t n, size_t m, const float*
   for (size_t i = 0; i < n; ++i) {
     const float* row = M + i * m;
     for (size_t k = 0; k < r; ++k) {
-      const float p = Pt[k * n + i];
-      float* q = Qt + k * m;
-#pragma omp simd
-      for (size_t j = 0; j < m; ++j) q[j] += p * row[j];
+      axpy(Qt + k * m, Pt[k * n + i], row, m);
     }
   }
 }
@@ -201,10 +206,7 @@ void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t
     float* row = M + i * m;
     std::memset(row, 0, m * sizeof(float));
     for (size_t k = 0; k < r; ++k) {
-      const float p = Pt[k * n + i];
-      const float* q = Qt + k * m;
-#pragma omp simd
-      for (size_t j = 0; j < m; ++j) row[j] += p * q[j];
+      axpy(row, Pt[k * n + i], Qt + k * m, m);
     }
   }
 }

@@ -28,6 +28,21 @@ BufferView flat(const py::handle& obj, size_t count, const char* what) {
   return v;
 }
 
+// The options the two optimizers share (same names as in compress.h).
+template <typename Options>
+void set_common(Options& o, float beta1, float beta2, float eps, float weight_decay,
+                uint64_t freeze_step, bool bias_correction, bool precondition_compression,
+                float momentum_clip) {
+  o.beta1 = beta1;
+  o.beta2 = beta2;
+  o.eps = eps;
+  o.weight_decay = weight_decay;
+  o.freeze_step = freeze_step;
+  o.bias_correction = bias_correction;
+  o.precondition_compression = precondition_compression;
+  o.momentum_clip = momentum_clip;
+}
+
 // The optimizer plus the Communicator it uses, which must outlive it.
 template <typename Opt>
 struct Holder {
@@ -71,14 +86,8 @@ void register_compress(py::module_& m) {
                        float eps, float weight_decay, uint64_t freeze_step, bool bias_correction,
                        bool precondition_compression, float momentum_clip) {
              OneBitAdamOptions o;
-             o.beta1 = beta1;
-             o.beta2 = beta2;
-             o.eps = eps;
-             o.weight_decay = weight_decay;
-             o.freeze_step = freeze_step;
-             o.bias_correction = bias_correction;
-             o.precondition_compression = precondition_compression;
-             o.momentum_clip = momentum_clip;
+             set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
+                        precondition_compression, momentum_clip);
              auto opt = std::make_unique<OneBitAdam>(*comm, count, o);
              return AdamH{std::move(comm), std::move(opt)};
            }),
@@ -96,14 +105,8 @@ void register_compress(py::module_& m) {
                        bool bias_correction, bool precondition_compression,
                        float momentum_clip) {
              OneBitLambOptions o;
-             o.beta1 = beta1;
-             o.beta2 = beta2;
-             o.eps = eps;
-             o.weight_decay = weight_decay;
-             o.freeze_step = freeze_step;
-             o.bias_correction = bias_correction;
-             o.precondition_compression = precondition_compression;
-             o.momentum_clip = momentum_clip;
+             set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
+                        precondition_compression, momentum_clip);
              auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o);
              return LambH{std::move(comm), std::move(opt)};
            }),

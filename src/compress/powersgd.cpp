@@ -74,7 +74,7 @@ class PowerSGDState::Impl {
   struct Bucket {
     // Layout (rebuilt when the Bucket's shape changes).
     size_t count = 0;
-    std::vector<size_t> signature;  // offsets/rows/cols of every tensor
+    std::vector<BucketContext::Tensor> layout;  // the tensors it was built for
     std::vector<Matrix> matrices;
     std::vector<Span> uncompressed;
     size_t uncompressed_elements = 0, p_elements = 0, q_elements = 0;
@@ -100,11 +100,11 @@ class PowerSGDState::Impl {
   Bucket& bucket(const BucketContext& c) {
     std::lock_guard<std::mutex> lk(mu_);
     Bucket& b = buckets_[c.index];
-    std::vector<size_t> sig;
-    for (const auto& t : c.tensors) sig.insert(sig.end(), {t.offset, t.rows, t.cols});
-    if (b.count == c.count && b.signature == sig && !b.signature.empty()) return b;
-    const bool loaded = b.count != 0 && b.signature.empty();  // from load_state
-    build_layout(b, c, std::move(sig));
+    // The common case, every step: the same tensors as last time (compared
+    // in place, nothing allocated).
+    if (b.count == c.count && same_tensors(b.layout, c.tensors)) return b;
+    const bool loaded = b.count != 0 && b.layout.empty();  // from load_state
+    build_layout(b, c);
     if (loaded) {
       if (b.count != c.count || b.error.size() != (o_.use_error_feedback ? c.count : 0) ||
           (b.q_valid && b.q.size() != b.q_elements)) {
@@ -129,8 +129,17 @@ class PowerSGDState::Impl {
     return b;
   }
 
-  void build_layout(Bucket& b, const BucketContext& c, std::vector<size_t> sig) {
-    b.signature = std::move(sig);
+  static bool same_tensors(const std::vector<BucketContext::Tensor>& a,
+                           const std::vector<BucketContext::Tensor>& b) {
+    if (a.empty() || a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].offset != b[i].offset || a[i].rows != b[i].rows || a[i].cols != b[i].cols) return false;
+    }
+    return true;
+  }
+
+  void build_layout(Bucket& b, const BucketContext& c) {
+    b.layout = c.tensors;
     b.matrices.clear();
     b.uncompressed.clear();
     b.uncompressed_elements = b.p_elements = b.q_elements = 0;
@@ -278,7 +287,7 @@ class PowerSGDState::Impl {
       b.error = r.floats("error", r.peek_size("error") / sizeof(float));
       b.q_valid = r.u64("q_valid") != 0;
       b.q = r.floats("q", r.peek_size("q") / sizeof(float));
-      // The layout (signature) is rebuilt at first use and checked against
+      // The layout is rebuilt at first use and checked against
       // these sizes there (Impl::bucket).
     }
     r.done();
