@@ -40,7 +40,11 @@ struct Args {
   std::string checkpoint = "fashion_mnist_checkpoint.pt";
   int epochs = 2;
   int64_t batch = 64;  // per rank
-  double lr = -1;  // default: 1e-3 (Adam), 1e-2 (1-bit LAMB: LAMB's steps are relative to ||w||)
+  double lr = -1;  // default: 1e-3 (Adam), 1e-2 (1-bit LAMB: LAMB's steps are relative to
+                   // ||w||), 0.05 (SGD with momentum)
+  // Optimizer under DDP (none, fp16, powersgd): adam, or sgd (momentum 0.9,
+  // the setting of the PowerSGD paper's experiments).
+  std::string optimizer = "adam";
   uint64_t seed = 1;
   int threads = 0;          // 0: cores / ranks on this host
   int64_t limit = 0;        // use only the first `limit` training images (0: all)
@@ -63,7 +67,7 @@ struct Args {
   std::fprintf(stderr,
                "usage: %s [--epochs N] [--batch B (per rank)] [--lr X] [--model cnn|mlp]\n"
                "          [--data DIR] [--checkpoint PATH ('' = none)] [--seed S] [--threads T]\n"
-               "          [--limit N] [--min-accuracy PCT]\n"
+               "          [--limit N] [--min-accuracy PCT] [--optimizer adam|sgd]\n"
                "          [--compression none|fp16|powersgd|onebit-adam|onebit-lamb] [--fp16]\n"
                "          [--powersgd-rank R] [--powersgd-start STEPS] [--freeze-step STEPS]\n"
                "          (compression starts after one epoch unless the STEPS are given)\n",
@@ -83,6 +87,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--batch") a.batch = std::stoll(value());
     else if (k == "--lr") a.lr = std::stod(value());
     else if (k == "--model") a.model = value();
+    else if (k == "--optimizer") a.optimizer = value();
     else if (k == "--data") a.data = value();
     else if (k == "--checkpoint") a.checkpoint = value();
     else if (k == "--seed") a.seed = std::stoull(value());
@@ -98,7 +103,10 @@ Args parse(int argc, char** argv) {
     else usage(argv[0]);
   }
   if (a.model != "cnn" && a.model != "mlp") usage(argv[0]);
-  if (a.lr < 0) a.lr = a.compression == "onebit-lamb" ? 1e-2 : 1e-3;
+  if (a.optimizer != "adam" && a.optimizer != "sgd") usage(argv[0]);
+  if (a.lr < 0) {
+    a.lr = a.compression == "onebit-lamb" ? 1e-2 : a.optimizer == "sgd" ? 0.05 : 1e-3;
+  }
   if (a.compression != "none" && a.compression != "fp16" && a.compression != "powersgd" &&
       a.compression != "onebit-adam" && a.compression != "onebit-lamb") {
     usage(argv[0]);
@@ -210,8 +218,13 @@ int main(int argc, char** argv) try {
       options.comm_hook = gradwire::powersgd_hook(powersgd);
     }
     ddp = std::make_unique<gradwire::torch::DistributedDataParallel>(module, *comm, options);
-    optimizer = std::make_unique<torch::optim::Adam>(module->parameters(),
-                                                     torch::optim::AdamOptions(args.lr));
+    if (args.optimizer == "sgd") {
+      optimizer = std::make_unique<torch::optim::SGD>(
+          module->parameters(), torch::optim::SGDOptions(args.lr).momentum(0.9));
+    } else {
+      optimizer = std::make_unique<torch::optim::Adam>(module->parameters(),
+                                                       torch::optim::AdamOptions(args.lr));
+    }
   } else if (args.compression == "onebit-adam") {
     gradwire::OneBitAdamOptions o;
     o.lr = float(args.lr);
@@ -238,10 +251,11 @@ int main(int argc, char** argv) try {
   for (const auto& p : module->parameters()) n_params += p.numel();
   if (rank == 0) {
     std::printf("fashion-mnist: %s (%lld parameters), %d ranks x batch %lld, %lld training "
-                "images, %d torch threads per rank, provider %s, compression %s\n",
+                "images, %d torch threads per rank, provider %s, compression %s, %s lr %g\n",
                 args.model.c_str(), (long long)n_params, world, (long long)args.batch,
                 (long long)train.size(), threads, comm->provider().c_str(),
-                args.compression.c_str());
+                args.compression.c_str(), onebit ? args.compression.c_str() : args.optimizer.c_str(),
+                args.lr);
     std::fflush(stdout);
   }
 

@@ -20,7 +20,11 @@ std::shared_ptr<spdlog::logger> make_logger() {
 }  // namespace
 
 spdlog::logger& log() {
-  static std::shared_ptr<spdlog::logger> logger = make_logger();
+  // Leaked on purpose, like the flight recorder: threads that outlive
+  // main() (a store server or watchdog left behind by a stuck communicator,
+  // a store client failing as the peer exits) still log while static
+  // destructors run; a destroyed logger there is a crash at exit.
+  static spdlog::logger* logger = new spdlog::logger(*make_logger());
   return *logger;
 }
 

@@ -3,7 +3,9 @@
 // known initial Q and writes inputs, the initial Q and outputs as raw
 // float32 files, for tests/ranks/powersgd_reference.py to recompute with
 // PyTorch's powerSGD_hook mathematics (the installed torch's
-// _orthogonalize and matrix products). Launched with gwlaunch -n 1.
+// _orthogonalize and matrix products). Launched with gwlaunch -n N; every
+// rank gets different gradients and writes in<step>.r<rank>.bin and
+// out<step>.r<rank>.bin.
 //
 //   powersgd_dump OUT_DIR RANK STEPS
 #include <cmath>
@@ -99,25 +101,28 @@ int main(int argc, char** argv) try {
   w.u64("q_valid", 1);
   w.floats("q", q_ours);
   state->load_state(w.finish());
-  write(out + "/q0.bin", q_torch);
+  const std::string me = ".r" + std::to_string(comm->rank());
+  if (comm->rank() == 0) write(out + "/q0.bin", q_torch);
 
   std::vector<float> order;
   for (size_t g : bucket.gradients) order.push_back(float(g));
-  write(out + "/order.bin", order);
+  if (comm->rank() == 0) write(out + "/order.bin", order);
   for (int t = 0; t < steps; ++t) {
     std::vector<std::vector<float>> grads;
     std::vector<float> in_all, out_all;
     for (size_t g = 0; g < gs.size(); ++g) {
       std::vector<float> v(gs[g].elements);
-      for (size_t e = 0; e < v.size(); ++e) v[e] = noise(e, g, uint64_t(t));
+      for (size_t e = 0; e < v.size(); ++e) {
+        v[e] = noise(e, g + 100 * size_t(comm->rank()), uint64_t(t));
+      }
       grads.push_back(v);
     }
     for (size_t g : bucket.gradients) in_all.insert(in_all.end(), grads[g].begin(), grads[g].end());
     for (size_t g = gs.size(); g-- > 0;) reducer.mark_ready(g, grads[g].data());
     reducer.finalize();
     for (size_t g : bucket.gradients) out_all.insert(out_all.end(), grads[g].begin(), grads[g].end());
-    write(out + "/in" + std::to_string(t) + ".bin", in_all);
-    write(out + "/out" + std::to_string(t) + ".bin", out_all);
+    write(out + "/in" + std::to_string(t) + me + ".bin", in_all);
+    write(out + "/out" + std::to_string(t) + me + ".bin", out_all);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -4,8 +4,12 @@
 // (shm and tcp;ofi_rxm use manual data progress). tcp runs on "lo" only.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <rdma/fabric.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -282,6 +286,37 @@ TEST(OfiTransport, LoopbackInterfaceUsesLocalhost) {
   EXPECT_EQ(sin.sin_family, AF_INET);
   EXPECT_EQ(ntohl(sin.sin_addr.s_addr), INADDR_LOOPBACK);
   EXPECT_NE(sin.sin_port, 0);
+}
+
+// Note [unique shm names] in transport/ofi/transport.cpp: a killed process
+// leaves "/dev/shm/<pid>:<uid>:<index>" behind, and libfabric's default
+// name for a later process with that pid collides with it (fi_enable:
+// EBUSY). Plant such leftovers under this process's own pid, then open.
+TEST(OfiTransport, ShmIgnoresRegionsLeftByAKilledProcessWithOurPid) {
+  std::vector<std::string> planted;
+  for (int index = 0; index < 8; ++index) {
+    std::string name = fmt::format("/{}:{}:{}", ::getpid(), ::getuid(), index);
+    int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      planted.push_back(name);
+    }
+  }
+  ASSERT_FALSE(planted.empty()) << "could not create a region in /dev/shm";
+  Config config;
+  config.provider = "shm";
+  std::string error;
+  try {
+    auto a = open(config);
+    config.rank = 1;
+    auto b = open(config);
+    EXPECT_EQ(a->address().rfind("gw_", 0), 0u) << a->address();
+    EXPECT_NE(a->address(), b->address());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  for (const auto& name : planted) ::shm_unlink(name.c_str());
+  EXPECT_EQ(error, "");
 }
 
 TEST(OfiTransport, AvailableProvidersIncludeShm) {

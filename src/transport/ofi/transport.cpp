@@ -24,9 +24,11 @@
 #include <algorithm>
 #include <atomic>
 #include <random>
+#include <string_view>
 #include <bit>
 #include <climits>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -321,21 +323,23 @@ class OfiTransport final : public Transport {
   }
 
   // Note [unique shm names]: libfabric's shm names an endpoint's shared
-  // memory region after the process id ("<pid>:<index>:..." in /dev/shm). A
-  // process killed before it closed its endpoint leaves its region behind,
+  // memory region after the process id ("<pid>:<uid>:<index>" in /dev/shm).
+  // A process killed before it closed its endpoint leaves its region behind,
   // and a later process that gets the same pid fails fi_enable with EBUSY.
   // A name with a random part cannot collide with such leftovers (EFA names
-  // its shm endpoints itself for the same reason).
+  // its shm endpoints itself for the same reason). The provider takes the
+  // name from fi_info's src_addr when the endpoint is opened (fi_setname
+  // after fi_endpoint is too late in libfabric 1.17: the region keeps the
+  // pid name), so the name goes there.
   void name_shm_endpoint() {
     static std::atomic<uint32_t> counter{0};
     std::random_device rd;
     const uint64_t nonce = (uint64_t(rd()) << 32) ^ rd();
-    std::string name = fmt::format("gw_{}_{:016x}_{}", ::getpid(), nonce, counter++);
-    int rc = fi_setname(&ep_->fid, name.data(), name.size() + 1);
-    if (rc != 0) {
-      log().debug("rank {}: fi_setname on shm failed ({}); keeping the provider's name",
-                  config_.rank, fi_strerror(-rc));
-    }
+    const std::string name = fmt::format("gw_{}_{:016x}_{}", ::getpid(), nonce, counter++);
+    std::free(info_->src_addr);
+    info_->src_addr = ::strdup(name.c_str());
+    if (!info_->src_addr) raise(ErrorCode::Internal, "rank {}: out of memory", config_.rank);
+    info_->src_addrlen = name.size() + 1;
   }
 
   void open_resources() {
@@ -363,12 +367,13 @@ class OfiTransport final : public Transport {
     check(fi_av_open(domain_.get(), &av_attr, &av, nullptr), "fi_av_open");
     av_.reset(av);
 
+    // (props_ is filled after this function.)
+    if (std::string_view(info_->fabric_attr->prov_name) == "shm") name_shm_endpoint();
     fid_ep* ep = nullptr;
     check(fi_endpoint(domain_.get(), info_.get(), &ep, nullptr), "fi_endpoint");
     ep_.reset(ep);
     check(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
     check(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    if (props_.provider == "shm") name_shm_endpoint();
     check(fi_enable(ep_.get()), "fi_enable");
 
     std::string name(64, '\0');
