@@ -4,7 +4,10 @@
    calling rank, before anything is sent;
  * Ctrl-C (SIGINT) interrupts a collective's wait with KeyboardInterrupt; the
    collective completes later once the peer joins, and the group stays usable;
- * a peer that never joins: gradwire.TimeoutError at the group's timeout.
+ * a peer that never joins: gradwire.TimeoutError at the group's timeout;
+ * after the atexit shutdown (Note [communicators at exit]) a collective on a
+   group still alive raises gradwire.AbortedError instead of touching a
+   closed communicator.
 """
 import datetime
 import signal
@@ -75,6 +78,11 @@ def main():
         assert 2.5 < took < 12, f"Timeout after {took:.1f} s"
         assert "allreduce" in e.message, e.message
     dist.barrier(group=gloo)
+
+    gradwire.torch._C_torch._shutdown_all()  # what atexit runs
+    e = expect(gradwire.AbortedError, "Aborted", lambda: dist.all_reduce(torch.ones(3)),
+               "collective after the exit shutdown")
+    assert "exiting" in e.message, e.message
     print(f"rank {rank}: errors_worker OK", flush=True)
     dist.destroy_process_group()
     return 0

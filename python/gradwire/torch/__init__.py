@@ -11,6 +11,7 @@ bootstrapped through the group's torch store. CPU tensors only for now.
 
 DDP comm hooks running gradwire's kernels: ``gradwire.torch.hooks``.
 """
+import atexit
 import os
 
 import torch
@@ -50,3 +51,6 @@ if BACKEND not in dist.Backend.backend_list:
     # NCCL transport is pending) instead of "no backend for device cuda".
     dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
 _fill_env_from_mpirun()
+# Note [communicators at exit] (python/src/torch/c10d_backend.cpp): close the
+# communicators of groups still alive while the interpreter is whole.
+atexit.register(_C_torch._shutdown_all)

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gradwire/communicator.h"
@@ -57,10 +58,19 @@ class GradwireBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  Communicator& communicator() { return *comm_; }
+  Communicator& communicator();
+  // Closes the Communicator (Note [communicators at exit] in
+  // c10d_backend.cpp); later collectives raise AbortedError.
+  void shutdown();
+  // shutdown() of every Backend still alive; call without the GIL.
+  static void shutdown_all();
 
  private:
-  std::unique_ptr<Communicator> comm_;
+  // The Communicator, or AbortedError naming `op` after shutdown().
+  std::shared_ptr<Communicator> live(const char* op) const;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<Communicator> comm_;
 };
 
 }  // namespace gradwire::python

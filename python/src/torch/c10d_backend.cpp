@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -196,66 +198,122 @@ std::string name(const Communicator& c, const char* op) {
 
 }  // namespace
 
+// Note [communicators at exit]: torch.distributed.destroy_process_group
+// only drops torch's references; a group's Backend lives on while anything
+// else holds one, often until the process exits, and Python does not free
+// such objects at exit. Then the communicator's threads (engine, watchdog,
+// store server) still run while the C++ runtime tears the process down
+// around them, and the peers' store servers wait for clients that never
+// hang up. gradwire.torch registers shutdown_all() with atexit: every
+// Backend still alive closes its Communicator while the interpreter is
+// whole; later collectives on it raise AbortedError.
+namespace {
+struct Registry {
+  std::mutex mu;
+  std::set<GradwireBackend*> live;
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // leaked: used from destructors at exit
+  return *r;
+}
+}  // namespace
+
 GradwireBackend::GradwireBackend(std::unique_ptr<Communicator> comm)
-    : c10d::Backend(comm->rank(), comm->size()), comm_(std::move(comm)) {}
+    : c10d::Backend(comm->rank(), comm->size()), comm_(std::move(comm)) {
+  std::lock_guard<std::mutex> lk(registry().mu);
+  registry().live.insert(this);
+}
+
+std::shared_ptr<Communicator> GradwireBackend::live(const char* op) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!comm_) {
+    throw Error(ErrorCode::Aborted, "gradwire backend rank " + std::to_string(rank_) + ": " + op +
+                                        ": the process is exiting and gradwire's communicators "
+                                        "were shut down (Note [communicators at exit])");
+  }
+  return comm_;
+}
+
+Communicator& GradwireBackend::communicator() { return *live("communicator"); }
+
+void GradwireBackend::shutdown() {
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    comm.swap(comm_);
+  }
+  // Destroyed here, or by the last collective call still using it.
+}
+
+void GradwireBackend::shutdown_all() {
+  std::lock_guard<std::mutex> lk(registry().mu);
+  for (GradwireBackend* b : registry().live) b->shutdown();
+}
 
 void set_main_thread(uint64_t ident) { g_main_thread = ident; }
 
-GradwireBackend::~GradwireBackend() = default;
+GradwireBackend::~GradwireBackend() {
+  std::lock_guard<std::mutex> lk(registry().mu);
+  registry().live.erase(this);
+}
 
 c10::intrusive_ptr<GradwireBackend> GradwireBackend::create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
   // Group rank 0 publishes where gradwire's own store will listen; every
-  // member then bootstraps through it (Note [group bootstrap]).
+  // member then bootstraps through it (Note [group bootstrap]). Without a
+  // GRADWIRE_JOB_SECRET of the user's, rank 0 also generates the group's
+  // secret and publishes it there: gradwire's store is then exactly as
+  // protected as torch's own store (README "Running securely").
   const std::string key = "gradwire/store_address";
-  std::string host;
-  int port = 0;
+  std::string text;
   if (rank == 0) {
     const char* master = std::getenv("MASTER_ADDR");
-    host = reachable_address(master ? master : "");
-    port = free_port(host);
-    const std::string text = host + " " + std::to_string(port);
+    const std::string host = reachable_address(master ? master : "");
+    text = host + " " + std::to_string(free_port(host));
+    if (!std::getenv("GRADWIRE_JOB_SECRET")) text += " " + random_secret();
     store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
   } else {
     const auto v = store->get(key);
-    const std::string text(v.begin(), v.end());
-    const auto space = text.find(' ');
-    host = text.substr(0, space);
-    port = std::stoi(text.substr(space + 1));
+    text.assign(v.begin(), v.end());
   }
+  const GroupRendezvous r = parse_rendezvous(text);
   gradwire::Options options;
   options.timeout = timeout;
-  return c10::make_intrusive<GradwireBackend>(create_at(options, rank, size, host, port));
+  return c10::make_intrusive<GradwireBackend>(
+      create_at(options, rank, size, r.host, r.port, r.secret));
 }
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
-  const std::string what = name(*comm_, "broadcast");
+  const auto comm = live("broadcast");
+  const std::string what = name(*comm, "broadcast");
   const at::Tensor& t = single(tensors, what);
   if (opts.rootTensor != 0) invalid(what + ": rootTensor must be 0");
-  auto w = comm_->broadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
+  auto w = comm->broadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
                             int(opts.rootRank));
   return make_work(rank_, c10d::OpType::BROADCAST, std::move(w), tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-  const std::string what = name(*comm_, "allreduce");
+  const auto comm = live("allreduce");
+  const std::string what = name(*comm, "allreduce");
   const at::Tensor& t = single(tensors, what);
-  auto w = comm_->allreduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
+  auto w = comm->allreduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
                             to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::ALLREDUCE, std::move(w), tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
-  const std::string what = name(*comm_, "allgather_into_tensor");
+  const auto comm = live("allgather_into_tensor");
+  const std::string what = name(*comm, "allgather_into_tensor");
   check_tensor(output, what);
   check_tensor(input, what);
   same_dtype(input, output, what);
   numel_is(output, input.numel() * size_, what, "output (world size x input)");
-  auto w = comm_->allgather(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
+  auto w = comm->allgather(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
                             to_dtype(output, what));
   return make_work(rank_, c10d::OpType::_ALLGATHER_BASE, std::move(w), {output}, {input, output});
 }
@@ -263,7 +321,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_allgather_base(
 c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  const std::string what = name(*comm_, "allgather");
+  const auto comm = live("allgather");
+  const std::string what = name(*comm, "allgather");
   const at::Tensor& in = single(inputs, what);
   if (outputs.size() != 1 || outputs[0].size() != size_t(size_)) {
     invalid(what + ": expected one list of " + std::to_string(size_) + " output tensors");
@@ -275,7 +334,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
   }
   // Gathered into one staging buffer, copied out as the Work completes.
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
-  auto w = comm_->allgather(in.data_ptr(), flat.data_ptr(), size_t(flat.numel()),
+  auto w = comm->allgather(in.data_ptr(), flat.data_ptr(), size_t(flat.numel()),
                             to_dtype(in, what));
   std::vector<at::Tensor> outs = outputs[0];
   auto finish = [flat, outs, n = in.numel()]() mutable {
@@ -289,12 +348,13 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const std::string what = name(*comm_, "reduce_scatter_tensor");
+  const auto comm = live("reduce_scatter_tensor");
+  const std::string what = name(*comm, "reduce_scatter_tensor");
   check_tensor(output, what);
   check_tensor(input, what);
   same_dtype(input, output, what);
   numel_is(input, output.numel() * size_, what, "input (world size x output)");
-  auto w = comm_->reduce_scatter(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
+  auto w = comm->reduce_scatter(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
                                  to_dtype(input, what), to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, std::move(w), {output},
                    {input, output});
@@ -303,7 +363,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  const std::string what = name(*comm_, "reduce_scatter");
+  const auto comm = live("reduce_scatter");
+  const std::string what = name(*comm, "reduce_scatter");
   const at::Tensor& out = single(outputs, what);
   if (inputs.size() != 1 || inputs[0].size() != size_t(size_)) {
     invalid(what + ": expected one list of " + std::to_string(size_) + " input tensors");
@@ -318,7 +379,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
   for (int r = 0; r < size_; ++r) {
     flat.narrow(0, int64_t(r) * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
   }
-  auto w = comm_->reduce_scatter(flat.data_ptr(), out.data_ptr(), size_t(flat.numel()),
+  auto w = comm->reduce_scatter(flat.data_ptr(), out.data_ptr(), size_t(flat.numel()),
                                  to_dtype(out, what), to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::REDUCE_SCATTER, std::move(w), {out}, {flat, out});
 }
@@ -326,7 +387,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  const std::string what = name(*comm_, "all_to_all_single");
+  const auto comm = live("all_to_all_single");
+  const std::string what = name(*comm, "all_to_all_single");
   check_tensor(output, what);
   check_tensor(input, what);
   same_dtype(input, output, what);
@@ -344,7 +406,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
       }
     }
   }
-  auto w = comm_->alltoall(input.data_ptr(), output.data_ptr(), size_t(input.numel() / size_),
+  auto w = comm->alltoall(input.data_ptr(), output.data_ptr(), size_t(input.numel() / size_),
                            to_dtype(input, what));
   return make_work(rank_, c10d::OpType::ALLTOALL_BASE, std::move(w), {output}, {input, output});
 }
@@ -352,7 +414,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
 c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::AllToAllOptions&) {
-  const std::string what = name(*comm_, "all_to_all");
+  const auto comm = live("all_to_all");
+  const std::string what = name(*comm, "all_to_all");
   if (inputs.size() != size_t(size_) || outputs.size() != size_t(size_)) {
     invalid(what + ": expected " + std::to_string(size_) + " input and output tensors");
   }
@@ -368,7 +431,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>
   at::Tensor send = at::empty({n * size_}, inputs[0].options());
   at::Tensor recv = at::empty({n * size_}, inputs[0].options());
   for (int r = 0; r < size_; ++r) send.narrow(0, int64_t(r) * n, n).copy_(inputs[r].view({-1}));
-  auto w = comm_->alltoall(send.data_ptr(), recv.data_ptr(), size_t(n), to_dtype(send, what));
+  auto w = comm->alltoall(send.data_ptr(), recv.data_ptr(), size_t(n), to_dtype(send, what));
   std::vector<at::Tensor> outs = outputs;
   auto finish = [recv, outs, n]() mutable {
     for (size_t r = 0; r < outs.size(); ++r) {
@@ -380,7 +443,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>
 }
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::barrier(const c10d::BarrierOptions&) {
-  return make_work(rank_, c10d::OpType::BARRIER, comm_->barrier(), {}, {});
+  return make_work(rank_, c10d::OpType::BARRIER, live("barrier")->barrier(), {}, {});
 }
 
 }  // namespace gradwire::python

@@ -63,6 +63,14 @@ PYBIND11_MODULE(_C_torch, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       "The creator torch.distributed calls for each group's members.");
 
+  m.def(
+      "_shutdown_all",
+      [] {
+        py::gil_scoped_release nogil;  // engine threads may run Python callbacks
+        GradwireBackend::shutdown_all();
+      },
+      "Closes the Communicator of every gradwire Backend still alive (atexit).");
+
   // dst = 16-bit(src) / divisor, each element rounded once (the hooks'
   // compression, as torch's fp16_compress_hook does it: cast, then divide).
   m.def(
