@@ -3,7 +3,11 @@
 // DistributedDataParallel. Every rank holds a replica; a distributed sampler
 // gives each rank its own shard of the training set every epoch (reshuffled
 // per epoch from a seed all ranks share); gradients are averaged during
-// backward. Rank 0 prints per-epoch progress and writes a checkpoint.
+// backward. Rank 0 prints per-epoch progress. With --checkpoint DIR every
+// rank writes its shard of a gradwire checkpoint (model, optimizer, the
+// Reducer's plan, PowerSGD's or the 1-bit optimizers' error buffers, RNG,
+// progress) at each epoch's end and every --checkpoint-every steps;
+// --resume continues from the newest one bit for bit.
 //
 //   mpirun -np 2 build/examples/train_fashion_mnist --epochs 2
 //   build/tests/ranks/gwlaunch -n 2 -- build/examples/train_fashion_mnist
@@ -17,6 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
+#include <stdexcept>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -27,6 +34,8 @@
 #include "gradwire/torch/distributed_data_parallel.h"
 #include "gradwire/torch/optim.h"
 #include "fashion_mnist.h"
+#include "gradwire/checkpoint.h"
+#include "training_state.h"
 
 namespace {
 
@@ -37,7 +46,15 @@ using fashion_mnist::load;
 struct Args {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string model = "cnn";
-  std::string checkpoint = "fashion_mnist_checkpoint.pt";
+  std::string checkpoint = "fashion_mnist_checkpoint";  // a directory; '' = none
+  int64_t checkpoint_every = 0;  // steps between checkpoints (0: at epoch ends only)
+  bool resume = false;           // continue from the newest checkpoint in `checkpoint`
+  int64_t max_steps = 0;         // stop after this many optimizer steps (0: all epochs)
+  // Testing (tests/ranks/checkpoint_resume.sh): SIGKILL every rank right
+  // after this step; on resume, zero the compression error buffers (what
+  // DeepSpeed does) to show that they matter.
+  int64_t kill_at_step = -1;
+  bool drop_error_buffers = false;
   int epochs = 2;
   int64_t batch = 64;  // per rank
   double lr = -1;  // default: 1e-3 (Adam), 1e-2 (1-bit LAMB: LAMB's steps are relative to
@@ -66,7 +83,8 @@ struct Args {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--epochs N] [--batch B (per rank)] [--lr X] [--model cnn|mlp]\n"
-               "          [--data DIR] [--checkpoint PATH ('' = none)] [--seed S] [--threads T]\n"
+               "          [--data DIR] [--checkpoint DIR ('' = none)] [--checkpoint-every STEPS]\n"
+               "          [--resume] [--max-steps N] [--seed S] [--threads T]\n"
                "          [--limit N] [--min-accuracy PCT] [--optimizer adam|sgd]\n"
                "          [--compression none|fp16|powersgd|onebit-adam|onebit-lamb] [--fp16]\n"
                "          [--powersgd-rank R] [--powersgd-start STEPS] [--freeze-step STEPS]\n"
@@ -90,6 +108,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--optimizer") a.optimizer = value();
     else if (k == "--data") a.data = value();
     else if (k == "--checkpoint") a.checkpoint = value();
+    else if (k == "--checkpoint-every") a.checkpoint_every = std::stoll(value());
+    else if (k == "--resume") a.resume = true;
+    else if (k == "--max-steps") a.max_steps = std::stoll(value());
+    else if (k == "--kill-at-step") a.kill_at_step = std::stoll(value());
+    else if (k == "--drop-error-buffers") a.drop_error_buffers = true;
     else if (k == "--seed") a.seed = std::stoull(value());
     else if (k == "--threads") a.threads = std::stoi(value());
     else if (k == "--limit") a.limit = std::stoll(value());
@@ -277,14 +300,71 @@ int main(int argc, char** argv) try {
     return 100.0 * counts[0] / counts[1];
   };
 
+  // ---------------------------------------------------------- checkpoints
+  // This rank's entries: everything a resumed run needs to continue bit for
+  // bit (Note [checkpoint layout] in src/checkpoint/checkpoint.cpp).
+  auto onebit_adam = dynamic_cast<gradwire::torch::OneBitAdam*>(optimizer.get());
+  auto onebit_lamb = dynamic_cast<gradwire::torch::OneBitLamb*>(optimizer.get());
+  auto save = [&](int64_t global_step) {
+    std::map<std::string, std::string> entries;
+    entries["model"] = training_state::module_bytes(*module);
+    entries["optimizer"] = training_state::optimizer_bytes(*optimizer);
+    entries["rng"] = training_state::rng_bytes();
+    if (ddp) entries["ddp"] = ddp->save_state();
+    if (powersgd) entries["powersgd"] = powersgd->save_state();
+    gradwire::CheckpointOptions options;
+    options.meta["model"] = args.model;
+    options.meta["compression"] = args.compression;
+    gradwire::save_checkpoint(*comm, args.checkpoint, uint64_t(global_step), entries, options);
+    if (rank == 0) {
+      std::printf("checkpoint step %lld written to %s\n", (long long)global_step,
+                  args.checkpoint.c_str());
+      std::fflush(stdout);
+    }
+  };
+  int64_t global_step = 0;
+  if (args.resume && !args.checkpoint.empty()) {
+    if (auto c = gradwire::load_latest_checkpoint(*comm, args.checkpoint)) {
+      if (c->meta().at("model") != args.model || c->meta().at("compression") != args.compression) {
+        throw std::runtime_error("checkpoint " + c->path() + " is of model " +
+                                 c->meta().at("model") + " with compression " +
+                                 c->meta().at("compression") + ", not this run's");
+      }
+      training_state::load_module(*module, c->get("model"));
+      training_state::load_optimizer(*optimizer, c->get("optimizer"));
+      training_state::load_rng(c->get("rng"));
+      if (ddp) ddp->load_state(c->get("ddp"));
+      if (powersgd) powersgd->load_state(c->get("powersgd"));
+      if (args.drop_error_buffers) {
+        if (powersgd) powersgd->reset_error_feedback();
+        if (onebit_adam) onebit_adam->core().reset_error_feedback();
+        if (onebit_lamb) onebit_lamb->core().reset_error_feedback();
+      }
+      global_step = int64_t(c->step());
+      if (rank == 0) {
+        std::printf("resumed from %s (step %lld)%s\n", c->path().c_str(),
+                    (long long)global_step,
+                    args.drop_error_buffers ? " without its error-feedback buffers" : "");
+      }
+    } else if (rank == 0) {
+      std::printf("no checkpoint in %s: starting afresh\n", args.checkpoint.c_str());
+    }
+  }
+  const int64_t total_steps = args.max_steps > 0
+                                  ? std::min<int64_t>(args.max_steps, steps_per_epoch * args.epochs)
+                                  : steps_per_epoch * args.epochs;
+
   double test_accuracy = 0;
-  for (int epoch = 0; epoch < args.epochs; ++epoch) {
+  for (int epoch = int(global_step / steps_per_epoch); epoch < args.epochs; ++epoch) {
+    if (global_step >= total_steps) break;
     const auto t0 = std::chrono::steady_clock::now();
     auto idx = shard_indices(train.size(), world, rank, args.seed, epoch, true);
     std::vector<double> stats{0, 0, 0};  // loss sum, correct, samples
     double hidden = 0;
     int64_t steps = 0;
-    for (size_t k = 0; k < idx.size(); k += size_t(args.batch)) {
+    // A resumed epoch skips the batches its checkpoint had already taken.
+    const size_t first = size_t(global_step - int64_t(epoch) * steps_per_epoch) * size_t(args.batch);
+    for (size_t k = first; k < idx.size() && global_step < total_steps; k += size_t(args.batch)) {
       const int64_t n = std::min<int64_t>(args.batch, int64_t(idx.size() - k));
       auto sel = torch::from_blob(idx.data() + k, {n}, torch::kLong);
       auto x = train.images.index_select(0, sel), y = train.labels.index_select(0, sel);
@@ -293,12 +373,25 @@ int main(int argc, char** argv) try {
       auto loss = torch::nn::functional::cross_entropy(logits, y);
       loss.backward();  // with DDP: gradients are averaged over ranks when this returns
       optimizer->step();
+      ++global_step;
       stats[0] += loss.item<double>() * double(n);
       stats[1] += double(logits.argmax(1).eq(y).sum().item<int64_t>());
       stats[2] += double(n);
       if (ddp) hidden += ddp->last_step_stats().hidden_fraction();
       ++steps;
+      const bool epoch_end = k + size_t(args.batch) >= idx.size();
+      if (!args.checkpoint.empty() &&
+          (epoch_end || (args.checkpoint_every > 0 && global_step % args.checkpoint_every == 0))) {
+        save(global_step);
+      }
+      if (global_step == args.kill_at_step) {
+        std::printf("rank %d: killed at step %lld (--kill-at-step)\n", rank,
+                    (long long)global_step);
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
     }
+    if (global_step % steps_per_epoch != 0) break;  // --max-steps ended it mid-epoch
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     allreduce_sum(*comm, stats);
@@ -306,9 +399,9 @@ int main(int argc, char** argv) try {
     if (rank == 0) {
       std::printf("epoch %d/%d  loss %.4f  train acc %.2f%%  test acc %.2f%%  %.1f s  "
                   "%.0f samples/s  comm hidden behind backward %.0f%%\n",
-                  epoch + 1, args.epochs, stats[0] / stats[2], 100.0 * stats[1] / stats[2],
-                  test_accuracy, seconds, stats[2] / seconds,
-                  100.0 * hidden / double(std::max<int64_t>(steps, 1)));
+                  epoch + 1, args.epochs, stats[0] / std::max(stats[2], 1.0),
+                  100.0 * stats[1] / std::max(stats[2], 1.0), test_accuracy, seconds,
+                  stats[2] / seconds, 100.0 * hidden / double(std::max<int64_t>(steps, 1)));
       const double uncompressed = 2.0 * double(world - 1) / world * 4.0 * double(n_params);
       if (wire_bytes() >= 0 && world > 1) {
         std::printf("  wire bytes per step (last step, this rank): %.0f = 1/%.1f of float32 "
@@ -322,20 +415,22 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
   }
-  if (rank == 0) {
+  // Digests of this rank's state, for the resume test: parameters, the
+  // optimizer's state, and the compression state with its error buffers.
+  std::string compression_state;
+  if (powersgd) compression_state = powersgd->save_state();
+  if (onebit_adam) compression_state = onebit_adam->core().save_state();
+  if (onebit_lamb) compression_state = onebit_lamb->core().save_state();
+  std::printf("rank %d state at step %lld: params %s optimizer %s compression %s\n", rank,
+              (long long)global_step, training_state::params_digest(*module).c_str(),
+              onebit ? gradwire::sha256_hex(compression_state).c_str()
+                     : training_state::optimizer_digest(*optimizer).c_str(),
+              gradwire::sha256_hex(compression_state).c_str());
+  std::fflush(stdout);
+  if (rank == 0 && global_step == steps_per_epoch * args.epochs) {
     std::printf("final test accuracy %.2f%%\n", test_accuracy);
-    if (!args.checkpoint.empty()) {
-      // One archive: the module's parameters and buffers, and the
-      // optimizer's state (Adam's moments) under "optimizer".
-      torch::serialize::OutputArchive archive, opt;
-      module->save(archive);
-      optimizer->save(opt);
-      archive.write("optimizer", opt);
-      archive.save_to(args.checkpoint);
-      std::printf("checkpoint written to %s\n", args.checkpoint.c_str());
-    }
   }
-  comm->barrier().wait();  // nobody exits while rank 0 still writes
+  comm->barrier().wait();
   if (test_accuracy < args.min_accuracy) {
     if (rank == 0) {
       std::fprintf(stderr, "test accuracy %.2f%% is below --min-accuracy %.2f%%\n",

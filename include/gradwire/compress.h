@@ -60,6 +60,10 @@ class OneBitAllreduce {
 
   std::string save_state() const;
   void load_state(std::string_view state);
+  // Zeroes both error buffers: what DeepSpeed does on load. Not needed
+  // after load_state() (which restores them); for experiments and for the
+  // checkpoint test that proves the buffers matter.
+  void reset_error_feedback();
 
  private:
   class Impl;
@@ -119,6 +123,7 @@ class OneBitAdam {
 
   std::string save_state() const;
   void load_state(std::string_view state);
+  void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
 
  private:
   class Impl;
@@ -178,6 +183,7 @@ class OneBitLamb {
 
   std::string save_state() const;
   void load_state(std::string_view state);
+  void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
 
  private:
   class Impl;
@@ -220,6 +226,9 @@ class PowerSGDState {
 
   std::string save_state() const;
   void load_state(std::string_view state);
+  // Zeroes every Bucket's error-feedback buffer (Q and counters stay); see
+  // OneBitAllreduce::reset_error_feedback.
+  void reset_error_feedback();
 
   class Impl;
   Impl& impl() { return *impl_; }

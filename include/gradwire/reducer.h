@@ -295,6 +295,17 @@ class Reducer {
   uint64_t plan_generation() const;
   const BucketPlan& plan() const;
 
+  // Checkpointing (include/gradwire/checkpoint.h): the plan (the rebuilt
+  // Bucket order decides which elements are summed in which collective, so
+  // it must survive a restart for a resumed run to be bit-for-bit), whether
+  // the one-time rebuild happened, and the step counters. Between steps
+  // only. load_state() checks that the gradient list is the same
+  // (InvalidArgument otherwise) and moves the Buckets if the plan differs,
+  // like a rebuild: fetch the bucket views again when plan_generation()
+  // changed. Gradient values are not part of it (the optimizer owns them).
+  std::string save_state() const;
+  void load_state(std::string_view state);
+
   // Sharded mode: this rank's part of Bucket b after finalize(), in the
   // Bucket's own memory. `pieces` says which parts of which gradients it
   // covers. finalize() writes these pieces back to the gradients; their

@@ -146,5 +146,9 @@ const std::vector<float>& OneBitAllreduce::worker_error() const { return impl_->
 const std::vector<float>& OneBitAllreduce::server_error() const { return impl_->server_error_; }
 std::string OneBitAllreduce::save_state() const { return impl_->save(); }
 void OneBitAllreduce::load_state(std::string_view state) { impl_->load(state); }
+void OneBitAllreduce::reset_error_feedback() {
+  std::fill(impl_->worker_error_.begin(), impl_->worker_error_.end(), 0.0f);
+  std::fill(impl_->server_error_.begin(), impl_->server_error_.end(), 0.0f);
+}
 
 }  // namespace gradwire

@@ -205,6 +205,7 @@ size_t OneBitAdam::last_wire_bytes() const { return impl_->wire_; }
 size_t OneBitAdam::count() const { return impl_->n_; }
 std::string OneBitAdam::save_state() const { return impl_->save(); }
 void OneBitAdam::load_state(std::string_view state) { impl_->load(state); }
+void OneBitAdam::reset_error_feedback() { impl_->ar_.reset_error_feedback(); }
 
 // ---------------------------------------------------------------- 1-bit LAMB
 
@@ -383,5 +384,8 @@ size_t OneBitLamb::count() const { return impl_->n_; }
 const std::vector<float>& OneBitLamb::last_coefficients() const { return impl_->last_coeff_; }
 std::string OneBitLamb::save_state() const { return impl_->save(); }
 void OneBitLamb::load_state(std::string_view state) { impl_->load(state); }
+void OneBitLamb::reset_error_feedback() {
+  if (impl_->ar_) impl_->ar_->reset_error_feedback();
+}
 
 }  // namespace gradwire

@@ -319,6 +319,9 @@ uint64_t PowerSGDState::numel_before_compression() const { return impl_->numel_b
 uint64_t PowerSGDState::numel_after_compression() const { return impl_->numel_after_; }
 std::string PowerSGDState::save_state() const { return impl_->save(); }
 void PowerSGDState::load_state(std::string_view state) { impl_->load(state); }
+void PowerSGDState::reset_error_feedback() {
+  for (auto& [index, b] : impl_->buckets_) std::fill(b.error.begin(), b.error.end(), 0.0f);
+}
 
 CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");

@@ -42,6 +42,8 @@ class Reducer::Impl {
   void* bucket_view(size_t i);
   Reducer::Shard shard(size_t bucket);
 
+  std::string save_state() const;
+  void load_state(std::string_view state);
   uint64_t step() const { return step_; }
   uint64_t plan_generation() const { return plan_generation_; }
   const BucketPlan& plan() const { return plan_; }

@@ -269,6 +269,16 @@ void DistributedDataParallel::broadcast_buffers(int root) {
 
 Reducer& DistributedDataParallel::reducer() { return *state_->reducer; }
 
+std::string DistributedDataParallel::save_state() const { return state_->reducer->save_state(); }
+
+void DistributedDataParallel::load_state(std::string_view state) {
+  state_->reducer->load_state(state);
+  if (state_->options.gradient_as_bucket_view &&
+      state_->reducer->plan_generation() != state_->views_generation) {
+    state_->refresh_views();
+  }
+}
+
 const StepStats& DistributedDataParallel::last_step_stats() const {
   return state_->reducer->last_step_stats();
 }

@@ -107,6 +107,12 @@ class DistributedDataParallel {
   // every forward.
   void broadcast_buffers(int root = 0);
 
+  // Checkpointing (include/gradwire/checkpoint.h): the Reducer's plan and
+  // step counters (Reducer::save_state). load_state() between steps; the
+  // gradient views follow the restored plan.
+  std::string save_state() const;
+  void load_state(std::string_view state);
+
   // The engine underneath: plan, step statistics, shards (sharded mode).
   Reducer& reducer();
   const StepStats& last_step_stats() const;

@@ -1,0 +1,87 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Checkpoints of everything a training job holds between steps, one shard
+// per rank plus a manifest, written so that a process killed at any moment
+// leaves the previous checkpoint loadable (Note [checkpoint layout] in
+// src/checkpoint/checkpoint.cpp).
+//
+//   std::map<std::string, std::string> mine = {
+//       {"reducer", ddp.reducer().save_state()},
+//       {"powersgd", powersgd->save_state()}, ...};     // this rank's bytes
+//   gradwire::save_checkpoint(comm, "ckpt", step, mine);   // collective
+//   ...
+//   if (auto c = gradwire::load_latest_checkpoint(comm, "ckpt")) {  // collective
+//     reducer.load_state(c->get("reducer")); ...
+//   }
+//
+// The entries are opaque bytes: the caller serialises device buffers to host
+// bytes (the same bytes whether they came from a GPU or a CPU), so a
+// checkpoint moves between accelerator kinds. Every rank writes its own
+// shard (error-feedback buffers differ between ranks); rank 0 writes the
+// manifest last, with each shard's size and SHA-256. The directory must be
+// visible to every rank under the same path (a shared filesystem, as with
+// torch.distributed.checkpoint).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gradwire/communicator.h"
+
+namespace gradwire {
+
+struct CheckpointOptions {
+  // Complete checkpoints kept after a save (older ones are deleted); at
+  // least 1.
+  size_t keep = 2;
+  // Job-wide facts recorded in the manifest (options, model name, ...);
+  // rank 0's are written. load_latest_checkpoint returns them.
+  std::map<std::string, std::string> meta;
+};
+
+class Checkpoint {
+ public:
+  uint64_t step() const { return step_; }
+  int world_size() const { return world_size_; }
+  // Where it was read from ("ckpt/step-000000000100").
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  // This rank's entry `name`; InvalidArgument naming the shard if absent.
+  const std::string& get(const std::string& name) const;
+  const std::map<std::string, std::string>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& meta() const { return meta_; }
+
+ private:
+  friend std::optional<Checkpoint> load_latest_checkpoint(Communicator&, const std::string&);
+  uint64_t step_ = 0;
+  int world_size_ = 0;
+  int rank_ = 0;
+  std::string path_;
+  std::map<std::string, std::string> entries_;
+  std::map<std::string, std::string> meta_;
+};
+
+// Collective: every rank writes `entries` as its shard of checkpoint `step`
+// in `dir`; returns once the manifest is durable on disk. Each file is
+// written to a temporary name, fsynced and renamed; the manifest, renamed
+// into place last, is what makes the checkpoint exist. Errors (disk full,
+// permissions) are raised on every rank, naming the rank and the file.
+void save_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
+                     const std::map<std::string, std::string>& entries,
+                     const CheckpointOptions& options = {});
+
+// Collective: the newest complete checkpoint in `dir` (one with a manifest;
+// a save interrupted before its manifest is ignored), or nullopt if there is
+// none. Each rank reads and verifies its own shard. Raised on every rank:
+// a checkpoint written by a different number of ranks (InvalidArgument:
+// re-sharding is not supported), a shard whose size or SHA-256 differs from
+// the manifest (Protocol, naming the file: corrupted or truncated), a
+// malformed manifest or shard (Protocol).
+std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::string& dir);
+
+// SHA-256 of `bytes` as 64 lowercase hex digits (for state digests in logs
+// and tests).
+std::string sha256_hex(std::string_view bytes);
+
+}  // namespace gradwire
