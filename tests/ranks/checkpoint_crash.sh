@@ -4,7 +4,8 @@
 # continuing after the newest one; after a random delay every process of the
 # job gets SIGKILL; a fresh job must then load the last complete checkpoint:
 # every byte checked, its step the last one reported committed or the one
-# after it (killed between its manifest's rename and the report).
+# after it (killed between its manifest's rename and the report). Then a
+# 3-rank job must refuse the 2-rank checkpoint.
 #
 #   checkpoint_crash.sh GWLAUNCH WRITER WORKDIR [ROUNDS]
 set -euo pipefail
@@ -36,3 +37,10 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round: killed after commit $committed, loaded ${loaded}"
 done
 echo "every restart loaded the last complete checkpoint"
+# A job of another size is refused, on every rank, with the reason.
+if out=$("$gwlaunch" -n 3 --timeout 120 -- "$writer" verify "$work/ckpt" 2>&1); then
+  echo "a 3-rank job loaded a 2-rank checkpoint:"; echo "$out"; exit 1
+fi
+n=$(grep -c "written by 2 ranks and this job has 3" <<< "$out" || true)
+[[ $n -ge 3 ]] || { echo "expected the world-size error on 3 ranks:"; echo "$out"; exit 1; }
+echo "a 3-rank job is refused: $(grep -m1 -o 'written by 2 ranks.*' <<< "$out")"
