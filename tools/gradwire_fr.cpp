@@ -67,6 +67,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gradwire-fr: cannot read %s\n", f.c_str());
       return 2;
     }
+    // Checked before reading: parse_dump refuses more anyway, but a huge
+    // file should not be read into memory first.
+    struct stat fst {};
+    if (stat(f.c_str(), &fst) == 0 && size_t(fst.st_size) > gradwire::fr::kMaxDumpBytes) {
+      std::fprintf(stderr, "gradwire-fr: %s is %lld bytes, more than a dump can be (%zu)\n",
+                   f.c_str(), (long long)fst.st_size, gradwire::fr::kMaxDumpBytes);
+      return 2;
+    }
     std::stringstream ss;
     ss << in.rdbuf();
     try {

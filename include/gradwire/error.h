@@ -18,6 +18,10 @@ enum class ErrorCode {
   Transport,        // the fabric reported an error we cannot attribute further
   Internal,         // a bug in gradwire; please report it
   Aborted,          // the communicator was aborted by an earlier error
+  Protocol,         // a peer sent bytes gradwire cannot parse, or speaks an incompatible
+                    // protocol version; that peer was dropped
+  Unauthenticated,  // a peer could not prove the job secret (GRADWIRE_JOB_SECRET), or
+                    // this process could not prove it to the peer
 };
 
 std::string_view to_string(ErrorCode code);

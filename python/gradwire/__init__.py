@@ -13,7 +13,8 @@ As a torch.distributed backend: ``import gradwire.torch`` then
 ``torch.distributed.init_process_group(backend="gradwire")``.
 
 Errors are ``gradwire.Error`` subclasses with ``.code`` ("InvalidArgument",
-"Timeout", "PeerLost", "Mismatch", "Transport", "Internal", "Aborted") and
+"Timeout", "PeerLost", "Mismatch", "Transport", "Internal", "Aborted",
+"Protocol", "Unauthenticated") and
 ``.message``.
 """
 from gradwire._C import (  # noqa: F401 - the public API
@@ -24,8 +25,10 @@ from gradwire._C import (  # noqa: F401 - the public API
     InvalidArgumentError,
     MismatchError,
     PeerLostError,
+    ProtocolError,
     TimeoutError,
     TransportError,
+    UnauthenticatedError,
     Work,
     __version__,
     shard_count,
@@ -51,6 +54,7 @@ _restore_sigint()
 
 __all__ = [
     "AbortedError", "Communicator", "Error", "InternalError", "InvalidArgumentError",
-    "MismatchError", "PeerLostError", "TimeoutError", "TransportError", "Work",
+    "MismatchError", "PeerLostError", "ProtocolError", "TimeoutError", "TransportError",
+    "UnauthenticatedError", "Work",
     "shard_count", "shard_offset",
 ]

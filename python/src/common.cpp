@@ -15,7 +15,8 @@ namespace {
 constexpr ErrorCode kCodes[] = {ErrorCode::InvalidArgument, ErrorCode::Timeout,
                                 ErrorCode::PeerLost,        ErrorCode::Mismatch,
                                 ErrorCode::Transport,       ErrorCode::Internal,
-                                ErrorCode::Aborted};
+                                ErrorCode::Aborted,         ErrorCode::Protocol,
+                                ErrorCode::Unauthenticated};
 
 // Owned references, alive for the whole process (module state must outlive
 // any exception translation, which can happen during interpreter shutdown).
@@ -36,6 +37,7 @@ PyObject* builtin_for(ErrorCode code) {
     case ErrorCode::InvalidArgument: return PyExc_ValueError;
     case ErrorCode::Timeout: return PyExc_TimeoutError;
     case ErrorCode::PeerLost: return PyExc_ConnectionError;
+    case ErrorCode::Unauthenticated: return PyExc_PermissionError;
     default: return nullptr;
   }
 }

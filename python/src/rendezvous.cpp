@@ -4,9 +4,12 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -104,8 +107,52 @@ int free_port(const std::string& host) {
   return ntohs(bound.sin_port);
 }
 
+std::string random_secret() {
+  unsigned char raw[32];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    const ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("getrandom (generating the group's job secret)");
+    got += size_t(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : raw) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+GroupRendezvous parse_rendezvous(const std::string& text) {
+  auto bad = [&]() -> GroupRendezvous {
+    throw Error(ErrorCode::Protocol,
+                "malformed gradwire rendezvous in torch's store (" + std::to_string(text.size()) +
+                    " bytes; expected 'host port [secret]'); do all ranks run the same gradwire?");
+  };
+  if (text.size() > 2048) return bad();
+  const auto sp1 = text.find(' ');
+  if (sp1 == 0 || sp1 == std::string::npos) return bad();
+  const auto sp2 = text.find(' ', sp1 + 1);
+  GroupRendezvous r;
+  r.host = text.substr(0, sp1);
+  const std::string port = text.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), r.port);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || r.port < 1 ||
+      r.port > 65535) {
+    return bad();
+  }
+  if (sp2 != std::string::npos) {
+    r.secret = text.substr(sp2 + 1);
+    if (r.secret.empty() || r.secret.find(' ') != std::string::npos) return bad();
+  }
+  return r;
+}
+
 std::unique_ptr<Communicator> create_at(const Options& options, int rank, int size,
-                                        const std::string& host, int port) {
+                                        const std::string& host, int port,
+                                        const std::string& secret) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lk(mu);
   EnvOverride env;
@@ -117,6 +164,7 @@ std::unique_ptr<Communicator> create_at(const Options& options, int rank, int si
   env.set("MASTER_ADDR", host);
   env.set("MASTER_PORT", std::to_string(port));
   env.set("GRADWIRE_STORE_PORT", std::to_string(port));
+  if (!secret.empty()) env.set("GRADWIRE_JOB_SECRET", secret);
   return Communicator::create(options);
 }
 

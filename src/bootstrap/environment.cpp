@@ -2,6 +2,7 @@
 // from_environment(): which launcher started us, read strictly. A typo in a
 // launcher variable must fail at start-up with the variable's name, never
 // quietly turn into a world of one rank or a hang at the first allgather.
+#include <atomic>
 #include <charconv>
 #include <climits>
 #include <cstdlib>
@@ -9,7 +10,9 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/env.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/store.h"
+#include "bootstrap/store_auth.h"
 #include "core/errors.h"
 #include "core/logging.h"
 
@@ -97,6 +100,62 @@ std::unique_ptr<Bootstrap> file_store_bootstrap(const std::string& dir) {
   return make_store_bootstrap(make_file_store(dir), rank, world, local);
 }
 
+// Note [job secret policy]: GRADWIRE_JOB_SECRET set: every connection to
+// the store proves it (Note [store handshake]). Unset: the store runs
+// unauthenticated, as before the handshake existed, and rank 0 warns once,
+// unless GRADWIRE_REQUIRE_SECRET=1 makes that an error on every rank.
+// gwlaunch and the torch backend always hand out a secret; under torchrun
+// the user sets it (the agent has no way to hand one to gradwire).
+std::string job_secret(int rank, const std::string& where) {
+  const auto require = env::get("GRADWIRE_REQUIRE_SECRET");
+  if (require && *require != "0" && *require != "1") {
+    raise(ErrorCode::InvalidArgument, "GRADWIRE_REQUIRE_SECRET='{}' (expected 0 or 1)", *require);
+  }
+  if (auto secret = env::get("GRADWIRE_JOB_SECRET")) {
+    check_secret(*secret, "GRADWIRE_JOB_SECRET");
+    return *secret;
+  }
+  if (require && *require == "1") {
+    raise(ErrorCode::InvalidArgument,
+          "GRADWIRE_REQUIRE_SECRET=1 but GRADWIRE_JOB_SECRET is not set; give every rank the "
+          "same secret (e.g. export GRADWIRE_JOB_SECRET=$(openssl rand -hex 32) before "
+          "launching)");
+  }
+  static std::atomic<bool> warned{false};
+  if (rank == 0 && !warned.exchange(true)) {
+    log().warn("GRADWIRE_JOB_SECRET is not set: the rendezvous store on {} accepts any client "
+               "that can reach it; set the same GRADWIRE_JOB_SECRET on every rank (and "
+               "GRADWIRE_REQUIRE_SECRET=1 to make this an error)",
+               where);
+  }
+  return {};
+}
+
+// GRADWIRE_STORE_BIND, or MASTER_ADDR itself when it is not a wildcard: a
+// store listening on every interface must be asked for by name.
+std::string bind_address(const std::string& master_addr, uint16_t port) {
+  if (auto bind = env::get("GRADWIRE_STORE_BIND")) {
+    if (bind->empty() || bind->find_first_of(" \t\r\n") != std::string::npos) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_STORE_BIND='{}' is not an address (expected an address of rank 0's "
+            "host, or 0.0.0.0 / :: for every interface)",
+            *bind);
+    }
+    return *bind;
+  }
+  std::string ignored;
+  for (const SockAddr& a : resolve_tcp(master_addr, port, &ignored)) {
+    if (is_unspecified(a)) {
+      raise(ErrorCode::InvalidArgument,
+            "MASTER_ADDR='{}' is a wildcard address: rank 0's store would listen on every "
+            "interface; set MASTER_ADDR to rank 0's address, or GRADWIRE_STORE_BIND={} to ask "
+            "for the wildcard explicitly",
+            master_addr, master_addr);
+    }
+  }
+  return {};  // bind MASTER_ADDR
+}
+
 std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const char* trigger) {
   Reader r{describe_set(trigger)};
   // WORLD_SIZE first: RANK's message quotes it.
@@ -126,8 +185,11 @@ std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const cha
   }
   log().debug("bootstrap: torchrun store {}:{}, rank {} of {} (local rank {}){}", addr, port,
               rank, world, local, rank == 0 ? ", serving the store" : "");
+  TcpStoreOptions store_options;
+  store_options.secret = job_secret(rank, host_port(addr, uint16_t(port)));
+  if (rank == 0) store_options.bind_host = bind_address(addr, uint16_t(port));
   auto store = make_tcp_store(addr, uint16_t(port), /*is_server=*/rank == 0,
-                              Deadline::after(options.timeout));
+                              Deadline::after(options.timeout), store_options);
   return make_store_bootstrap(std::move(store), rank, world, local);
 }
 

@@ -60,9 +60,14 @@ void finalize_at_exit() {
   if (!mpi_finalized()) MPI_Finalize();
 }
 
+std::mutex& init_mutex() {
+  static std::mutex* mu = new std::mutex();  // leaked: used at exit
+  return *mu;
+}
+bool initialized_by_us = false;  // guarded by init_mutex()
+
 void ensure_initialized() {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(init_mutex());
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
@@ -77,6 +82,7 @@ void ensure_initialized() {
   // bootstrap calls with its own MPI calls on other threads.
   check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   std::atexit(finalize_at_exit);
+  initialized_by_us = true;
   log().debug("mpirun bootstrap: MPI initialized by gradwire (thread level {})", provided);
 }
 
@@ -228,3 +234,14 @@ class MpiBootstrap final : public Bootstrap {
 std::unique_ptr<Bootstrap> make_mpi_bootstrap() { return std::make_unique<MpiBootstrap>(); }
 
 }  // namespace gradwire::bootstrap
+
+namespace gradwire {
+
+void finalize_mpi_bootstrap() {
+  std::lock_guard<std::mutex> lock(bootstrap::init_mutex());
+  if (!bootstrap::initialized_by_us || bootstrap::mpi_finalized()) return;
+  bootstrap::check_mpi(MPI_Finalize(), "MPI_Finalize");
+  log().debug("mpirun bootstrap: MPI finalized (finalize_mpi_bootstrap)");
+}
+
+}  // namespace gradwire

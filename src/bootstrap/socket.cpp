@@ -42,6 +42,16 @@ std::string SockAddr::to_string() const {
   return "<unknown address family>";
 }
 
+bool is_unspecified(const SockAddr& a) {
+  if (a.family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&a.addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (a.family == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.addr)->sin6_addr);
+  }
+  return false;
+}
+
 std::vector<SockAddr> resolve_tcp(const std::string& host, uint16_t port, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -58,6 +58,9 @@ struct SockAddr {
 // deadline; with numeric addresses or /etc/hosts it does not block.
 std::vector<SockAddr> resolve_tcp(const std::string& host, uint16_t port, std::string* error);
 
+// True for 0.0.0.0 and ::, the addresses that listen on every interface.
+bool is_unspecified(const SockAddr& a);
+
 // "host:port", with brackets around IPv6 literals.
 std::string host_port(const std::string& host, uint16_t port);
 

@@ -29,13 +29,19 @@ class Store {
 };
 
 // TCP store. The server runs on a thread of the process with is_server set
-// and binds only to `host` (never a wildcard unless host is "0.0.0.0"/"::").
+// and binds only to `host` (never a wildcard unless host, or
+// TcpStoreOptions::bind_host, is "0.0.0.0"/"::"). Every connection first
+// passes the store handshake (Note [store handshake] in store_wire.h):
+// same protocol version, and with a secret, HMAC proofs both ways.
 // Clients connect with exponential backoff and jitter until `deadline`, then
 // fail with Timeout naming host:port.
 // `deadline` bounds the first connection; later requests without a deadline
 // of their own (set, try_get) get as long as the first connection was given.
 // Keys are 1..4 KiB, values at most 16 MiB (InvalidArgument otherwise). A
-// server that goes away mid-job: PeerLost naming host:port.
+// server that goes away mid-job: PeerLost naming host:port. A store that
+// refuses this process, or that this process refuses: Unauthenticated
+// (secret mismatch, missing secret) or Protocol (another gradwire version,
+// not a gradwire store, malformed bytes).
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
                                       Deadline deadline);
 
@@ -43,6 +49,13 @@ struct TcpStoreOptions {
   // How long the server, when its Store is destroyed, keeps serving clients
   // that are still connected (ranks still reading rank 0's keys).
   std::chrono::milliseconds linger{std::chrono::seconds(5)};
+  // The job secret, 16..1024 bytes (GRADWIRE_JOB_SECRET). Set: the server
+  // lets in only clients that prove it and a client uses only a store that
+  // proves it. Empty: no authentication, either way.
+  std::string secret;
+  // Where the server listens; empty: `host`, the address clients connect to
+  // (GRADWIRE_STORE_BIND).
+  std::string bind_host;
 };
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
                                       Deadline deadline, const TcpStoreOptions& options);

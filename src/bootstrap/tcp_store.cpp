@@ -10,6 +10,8 @@
 
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
+#include "bootstrap/store_auth.h"
+#include "bootstrap/store_handshake.h"
 #include "bootstrap/tcp_store_server.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -38,14 +40,15 @@ class TcpStore final : public Store {
  public:
   TcpStore(std::string host, uint16_t port, bool is_server, Deadline deadline,
            const TcpStoreOptions& options)
-      : host_(std::move(host)), port_(port) {
+      : host_(std::move(host)), port_(port), secret_(options.secret) {
     // Requests that carry no deadline of their own get the window the
     // caller gave the first connection; never() stays never().
     if (deadline.at() != Clock::time_point::max()) {
       op_window_ = std::max(deadline.remaining(), milliseconds(1000));
     }
     if (is_server) {
-      server_ = std::make_unique<Server>(host_, port_, options.linger);
+      server_ = std::make_unique<Server>(options.bind_host.empty() ? host_ : options.bind_host,
+                                         port_, options.linger, options.secret);
       port_ = server_->port();
     }
     where_ = host_port(host_, port_);
@@ -121,8 +124,8 @@ class TcpStore final : public Store {
 
   void expect(bool ok, const char* what, uint8_t status) const {
     if (!ok) {
-      raise(ErrorCode::Internal, "tcp store {}: unexpected status {} in the answer to {}",
-            where_, int(status), what);
+      raise(ErrorCode::Protocol, "tcp store {}: unexpected status {} in the answer to {}; is "
+            "every rank running the same gradwire?", where_, int(status), what);
     }
   }
 
@@ -144,6 +147,7 @@ class TcpStore final : public Store {
         int err = 0;
         UniqueFd fd = try_connect(a, attempt, &err);
         if (fd) {
+          handshake(fd.get(), deadline);
           connected_once_ = true;
           return fd;
         }
@@ -165,6 +169,24 @@ class TcpStore final : public Store {
           "could not connect to the torchrun store at {} after {} ms ({} attempts, last "
           "error: {}); is rank 0 up? is MASTER_ADDR/MASTER_PORT right?",
           where_, ms_since(t0), attempts, last_error);
+  }
+
+  // The store handshake on a fresh connection. A refusal is final (no
+  // retry: a wrong secret stays wrong); it gets at least 1 s and at most
+  // kHandshakeTimeout, whatever is left of `deadline`.
+  void handshake(int fd, Deadline deadline) {
+    const auto left = std::clamp(deadline.remaining(), milliseconds(1000),
+                                 milliseconds(kHandshakeTimeout));
+    try {
+      client_handshake(fd, where_, secret_, Deadline::after(left));
+    } catch (const Error& e) {
+      // A store that closes on us after earlier connections went through is
+      // most likely going away (rank 0 exiting), not refusing us.
+      if (e.code() == ErrorCode::PeerLost && !connected_once_) {
+        throw Error(ErrorCode::Protocol, e.message());
+      }
+      throw;
+    }
   }
 
   // A connection from the pool, or a new one: a thread blocked in get()
@@ -192,34 +214,29 @@ class TcpStore final : public Store {
                                           const std::string& waiting_for) {
     auto t0 = Clock::now();
     UniqueFd fd = acquire(deadline);
-    std::string frame(kRequestHeaderBytes, '\0');
-    auto* h = reinterpret_cast<uint8_t*>(frame.data());
-    h[0] = cmd;
-    put_u32(h + 1, uint32_t(key.size()));
-    put_u32(h + 5, uint32_t(value.size()));
-    frame += key;
-    frame += value;
+    const std::string frame = encode_request(cmd, key, value);
 
     int err = 0;
     IoStatus st = send_all(fd.get(), frame.data(), frame.size(), deadline, &err);
     uint8_t rh[kResponseHeaderBytes];
+    ResponseHeader answer;
     if (st == IoStatus::Ok) st = recv_all(fd.get(), rh, sizeof(rh), deadline, &err);
     std::string reply;
     if (st == IoStatus::Ok) {
-      uint32_t len = get_u32(rh + 1);
-      if (rh[0] > kNotFound || len > kMaxValueBytes) {
-        raise(ErrorCode::Internal,
-              "tcp store {}: malformed answer (status {}, length {}); is {} really a gradwire "
-              "store (MASTER_PORT may point at another service)?",
-              where_, int(rh[0]), len, where_);
+      if (const char* bad = parse_response_header(rh, &answer)) {
+        // fd is dropped with this error: the stream is out of step.
+        raise(ErrorCode::Protocol,
+              "tcp store {}: malformed answer to {} ({}: status {}, length {}); is {} really a "
+              "gradwire store (MASTER_PORT may point at another service)?",
+              where_, waiting_for, bad, int(answer.status), answer.length, where_);
       }
-      reply.resize(len);
-      st = recv_all(fd.get(), reply.data(), len, deadline, &err);
+      reply.resize(answer.length);
+      st = recv_all(fd.get(), reply.data(), answer.length, deadline, &err);
     }
     switch (st) {
       case IoStatus::Ok:
         release(std::move(fd));
-        return {rh[0], std::move(reply)};
+        return {answer.status, std::move(reply)};
       case IoStatus::TimedOut:
         // fd is dropped: a late answer may still arrive on it.
         raise(ErrorCode::Timeout,
@@ -240,6 +257,7 @@ class TcpStore final : public Store {
 
   std::string host_;
   uint16_t port_;
+  std::string secret_;
   std::string where_;
   std::optional<milliseconds> op_window_;
   std::unique_ptr<Server> server_;
@@ -258,6 +276,7 @@ std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bo
   if (port == 0 && !is_server) {
     raise(ErrorCode::InvalidArgument, "tcp store {}: a client needs a port", host);
   }
+  if (!options.secret.empty()) check_secret(options.secret, "the tcp store's job secret");
   return std::make_unique<TcpStore>(host, port, is_server, deadline, options);
 }
 

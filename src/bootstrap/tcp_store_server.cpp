@@ -1,7 +1,9 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The TCP store server (Note [tcp store protocol] in tcp_store_server.h):
 // one thread, one poll() over the listeners, the wake eventfd and every
-// client. It never throws out of its thread and never trusts a length.
+// client. It never throws out of its thread and never trusts a length:
+// every byte a client sends goes through the pure parsers of store_wire.h,
+// and no command is parsed before the client passed the store handshake.
 #include "bootstrap/tcp_store_server.h"
 
 #include <netinet/in.h>
@@ -11,8 +13,10 @@
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 
+#include "bootstrap/store_handshake.h"
 #include "core/errors.h"
 #include "core/logging.h"
 
@@ -62,6 +66,11 @@ void set_port(SockAddr& a, uint16_t port) {
 struct Client {
   UniqueFd fd;
   std::string peer;
+  // Until the handshake is over: its state, and when the client is dropped
+  // if it has not finished it (a client that connects and says nothing
+  // must not hold a descriptor forever).
+  std::unique_ptr<ServerHandshake> handshake;
+  Clock::time_point handshake_until{};
   std::string in;     // bytes received, not yet parsed
   std::string out;    // response bytes not yet written
   size_t out_off = 0;
@@ -82,7 +91,7 @@ std::string peer_name(const sockaddr_storage& ss) {
 // All mutable state of the server thread.
 class Loop {
  public:
-  explicit Loop(std::string where) : where_(std::move(where)) {}
+  Loop(std::string where, const std::string& secret) : where_(std::move(where)), secret_(secret) {}
 
   void accept_from(int listener) {
     for (;;) {
@@ -104,6 +113,8 @@ class Loop {
       Client c;
       c.fd.reset(fd);
       c.peer = peer_name(ss);
+      c.handshake = std::make_unique<ServerHandshake>(secret_);
+      c.handshake_until = Clock::now() + kHandshakeTimeout;
       log().debug("tcp store {}: client {} connected", where_, c.peer);
       clients_.emplace(next_id_++, std::move(c));
     }
@@ -132,7 +143,7 @@ class Loop {
   // Parses frames that arrived behind an answer that has since gone out
   // (only a client that pipelines requests has any). False: drop it.
   bool pump(uint64_t id, Client& c) {
-    if (!c.can_read() || c.in.size() < kRequestHeaderBytes) return true;
+    if (!c.can_read() || c.in.empty()) return true;
     return process(id, c);
   }
 
@@ -143,12 +154,22 @@ class Loop {
     clients_.erase(it);
   }
 
-  // Answers NOT_FOUND to every WAIT whose timeout has passed; returns when
-  // the next one falls due (time_point::max() if none).
-  Clock::time_point expire_waits() {
+  // Answers NOT_FOUND to every WAIT whose timeout has passed and lists in
+  // `dead` the clients whose handshake time is up; returns when the next
+  // of either falls due (time_point::max() if none).
+  Clock::time_point expire(std::vector<uint64_t>* dead) {
     auto now = Clock::now();
     auto next = Clock::time_point::max();
     for (auto& [id, c] : clients_) {
+      if (c.handshake) {
+        if (c.handshake_until <= now) {
+          refused(c, "no complete store handshake within 10 s");
+          dead->push_back(id);
+        } else {
+          next = std::min(next, c.handshake_until);
+        }
+        continue;
+      }
       if (!c.parked) continue;
       if (c.wait_until <= now) {
         unpark(id, c);
@@ -164,42 +185,49 @@ class Loop {
   std::unordered_map<uint64_t, Client>& clients() { return clients_; }
 
  private:
-  // Parses and answers complete frames while the client may be read.
+  // Runs the handshake, then parses and answers complete frames while the
+  // client may be read.
   bool process(uint64_t id, Client& c) {
     size_t off = 0;
-    while (c.can_read() && c.in.size() - off >= kRequestHeaderBytes) {
-      auto* h = reinterpret_cast<const uint8_t*>(c.in.data() + off);
-      uint8_t cmd = h[0];
-      uint32_t klen = get_u32(h + 1);
-      uint32_t vlen = get_u32(h + 5);
-      const char* bad = nullptr;
-      if (cmd != kSet && cmd != kGet && cmd != kWait) bad = "unknown command";
-      else if (klen == 0 || klen > kMaxKeyBytes) bad = "key length out of range (1..4096)";
-      else if (vlen > kMaxValueBytes) bad = "value length over 16 MiB";
-      else if (cmd == kGet && vlen != 0) bad = "GET carrying a value";
-      else if (cmd == kWait && vlen != 4) bad = "WAIT without its 4-byte timeout";
-      if (bad) {
-        log().warn("tcp store {}: dropping client {}: malformed frame ({}; command {}, key "
-                   "length {}, value length {}); is something other than a gradwire rank "
-                   "connecting to this port?",
-                   where_, c.peer, bad, int(cmd), klen, vlen);
+    if (c.handshake) {
+      ServerHandshake::Step step = c.handshake->feed(c.in);
+      c.out += step.reply;
+      off = step.consumed;
+      if (step.outcome == ServerHandshake::Outcome::Refused) {
+        refused(c, step.why);
+        flush(c);  // the refusal tells the client why; best effort
         return false;
       }
-      size_t frame = kRequestHeaderBytes + size_t(klen) + size_t(vlen);
-      if (c.in.size() - off < frame) break;
-      std::string key = c.in.substr(off + kRequestHeaderBytes, klen);
-      if (cmd == kSet) {
-        std::string value = c.in.substr(off + kRequestHeaderBytes + klen, vlen);
+      if (step.outcome == ServerHandshake::Outcome::Pending) {
+        c.in.erase(0, off);
+        return flush(c);
+      }
+      c.handshake.reset();
+      log().debug("tcp store {}: client {} passed the handshake{}", where_, c.peer,
+                  secret_.empty() ? "" : " (proved the job secret)");
+    }
+    while (c.can_read()) {
+      const RequestParse r = parse_request(std::string_view(c.in).substr(off));
+      if (r.status == Parse::NeedMore) break;
+      if (r.status == Parse::Bad) {
+        log().warn("tcp store {}: dropping client {}: malformed frame ({}); is it running the "
+                   "same gradwire?",
+                   where_, c.peer, r.error);
+        return false;
+      }
+      const Request& q = r.request;
+      std::string key(q.key);
+      if (q.command == kSet) {
         respond(c, kOk, {});
-        set(key, std::move(value));
+        set(key, std::string(q.value));
       } else {
         auto it = data_.find(key);
         if (it != data_.end()) {
           respond(c, kFound, it->second);
-        } else if (cmd == kGet) {
+        } else if (q.command == kGet) {
           respond(c, kNotFound, {});
         } else {
-          uint32_t ms = get_u32(h + kRequestHeaderBytes + klen);
+          const uint32_t ms = q.wait_ms;
           if (ms == 0) {
             respond(c, kNotFound, {});
           } else {
@@ -211,10 +239,30 @@ class Loop {
           }
         }
       }
-      off += frame;
+      off += r.consumed;
     }
     c.in.erase(0, off);
     return flush(c);
+  }
+
+  // Logs a refused client with its address; at most 10 lines per 10 s, so
+  // that a port scanner cannot flood rank 0's log.
+  void refused(const Client& c, const std::string& why) {
+    const auto now = Clock::now();
+    if (now - refusal_window_ > std::chrono::seconds(10)) {
+      if (refusals_unlogged_ > 0) {
+        log().warn("tcp store {}: {} more clients were refused (not logged)", where_,
+                   refusals_unlogged_);
+      }
+      refusal_window_ = now;
+      refusals_logged_ = refusals_unlogged_ = 0;
+    }
+    if (refusals_logged_ < 10) {
+      ++refusals_logged_;
+      log().warn("tcp store {}: refused client {}: {}", where_, c.peer, why);
+    } else {
+      ++refusals_unlogged_;
+    }
   }
 
   void set(const std::string& key, std::string value) {
@@ -247,11 +295,7 @@ class Loop {
   }
 
   static void respond(Client& c, uint8_t status, const std::string& value) {
-    uint8_t h[kResponseHeaderBytes];
-    h[0] = status;
-    put_u32(h + 1, uint32_t(value.size()));
-    c.out.append(reinterpret_cast<const char*>(h), sizeof(h));
-    c.out.append(value);
+    append_response(c.out, status, value);
   }
 
   // Writes what the socket takes now; the rest goes out on POLLOUT.
@@ -273,6 +317,9 @@ class Loop {
   }
 
   std::string where_;
+  const std::string& secret_;
+  Clock::time_point refusal_window_{};
+  int refusals_logged_ = 0, refusals_unlogged_ = 0;
   std::unordered_map<uint64_t, Client> clients_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;
@@ -282,8 +329,9 @@ class Loop {
 
 }  // namespace
 
-Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger)
-    : host_(host), port_(port), linger_(linger) {
+Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger,
+               std::string secret)
+    : host_(host), port_(port), linger_(linger), secret_(std::move(secret)) {
   std::string where = host_port(host, port);
   std::string gai_error;
   auto addrs = resolve_tcp(host, port, &gai_error);
@@ -312,6 +360,12 @@ Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds
       continue;
     }
     if (port_ == 0) port_ = bound_port(fd.get());
+    if (is_unspecified(a)) {
+      log().warn("tcp store: listening on every interface ({}), as the bind address asks; "
+                 "any host that can reach this port can connect{}",
+                 a.to_string(),
+                 secret_.empty() ? " and, without GRADWIRE_JOB_SECRET, use the store" : "");
+    }
     listeners_.push_back(std::move(fd));
   }
   if (listeners_.empty()) {
@@ -336,7 +390,7 @@ Server::~Server() {
 void Server::run() noexcept {
   std::string where = host_port(host_, port_);
   try {
-    Loop loop(where);
+    Loop loop(where, secret_);
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
     bool lingering = false;
@@ -359,8 +413,8 @@ void Server::run() noexcept {
         return;
       }
 
-      auto next_expiry = loop.expire_waits();
       std::vector<uint64_t> dead;
+      auto next_expiry = loop.expire(&dead);
       for (auto& [id, c] : loop.clients()) {
         if (!loop.pump(id, c)) dead.push_back(id);
       }

@@ -29,6 +29,10 @@
 // Each connection has at most one request in flight: the server does not
 // read the next frame until the previous answer is fully written, which
 // also bounds the memory a misbehaving client can make it hold.
+// Before its first frame every connection passes the store handshake
+// (version check and, with a job secret, HMAC challenge-response: Note
+// [store handshake] in store_wire.h); the frame parsers are the pure
+// functions of store_wire.h.
 #pragma once
 
 #include <atomic>
@@ -39,17 +43,9 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "bootstrap/store_wire.h"
 
 namespace gradwire::bootstrap::tcp_store {
-
-enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3 };
-enum Status : uint8_t { kOk = 0, kFound = 1, kNotFound = 2 };
-
-constexpr size_t kRequestHeaderBytes = 9;
-constexpr size_t kResponseHeaderBytes = 5;
-constexpr uint32_t kMaxKeyBytes = 4 * 1024;
-constexpr uint32_t kMaxValueBytes = 16 * 1024 * 1024;
-constexpr uint32_t kWaitForever = 0xFFFFFFFFu;
 
 // Listens on every address `host` resolves to (never a wildcard unless host
 // is one) and serves the store on a background thread until destroyed.
@@ -57,7 +53,10 @@ class Server {
  public:
   // Throws InvalidArgument naming host:port and the errno text when no
   // address can be bound (e.g. the port is in use). port 0 picks a free one.
-  Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger);
+  // `secret` empty: clients are not authenticated (the version is still
+  // checked).
+  Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger,
+         std::string secret = {});
   // Stops accepting, then keeps serving the connected clients until they
   // have all disconnected or `linger` has passed, so that rank 0 leaving
   // first does not pull the store from under ranks still reading its keys.
@@ -73,6 +72,7 @@ class Server {
   std::string host_;
   uint16_t port_;
   std::chrono::milliseconds linger_;
+  std::string secret_;
   std::vector<UniqueFd> listeners_;
   UniqueFd wake_;  // eventfd: the destructor writes to it to end poll()
   std::atomic<bool> stopping_{false};

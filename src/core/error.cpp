@@ -14,6 +14,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::Transport: return "Transport";
     case ErrorCode::Internal: return "Internal";
     case ErrorCode::Aborted: return "Aborted";
+    case ErrorCode::Protocol: return "Protocol";
+    case ErrorCode::Unauthenticated: return "Unauthenticated";
   }
   return "Unknown";
 }

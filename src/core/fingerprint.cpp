@@ -1,19 +1,16 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The pure half of the debug-mode fingerprints: building, decoding and
+// comparing them (the exchange between ranks: fingerprint_exchange.cpp).
+// It needs no communicator or transport, so tests/fuzz/ builds it on its own.
 #include "core/fingerprint.h"
 
 #include <cstring>
 
-#include "collectives/context.h"
 #include "core/errors.h"
 
 namespace gradwire {
 
 namespace {
-
-// plan.cpp keeps the top 64 slots of the tag's slot space out of every
-// algorithm's schedule; the exchange takes the last one, so its messages
-// can never match a message of the collective itself (same seq).
-constexpr uint32_t kFingerprintSlot = collectives::kMaxSlots - 1;
 
 fr::CollectiveInfo info_of(const Fingerprint& f) {
   fr::CollectiveInfo i;
@@ -61,6 +58,24 @@ Fingerprint make_fingerprint(uint32_t seq, const fr::CollectiveInfo& info) {
   return f;
 }
 
+const char* decode_fingerprint(const void* bytes, size_t n, Fingerprint* out) {
+  if (n != sizeof(Fingerprint)) return "wrong size";
+  Fingerprint f;
+  std::memcpy(&f, bytes, sizeof(f));
+  if (f.magic != Fingerprint{}.magic) return "wrong magic";
+  if (f.op > uint8_t(fr::Op::Other)) return "unknown collective";
+  bool dtype_ok = false;
+  for (DataType d : kAllDataTypes) dtype_ok |= f.dtype == uint8_t(d);
+  if (!dtype_ok) return "unknown dtype";
+  if (f.has_redop > 1) return "reduce-op flag is neither 0 nor 1";
+  bool redop_ok = false;
+  for (ReduceOp r : kAllReduceOps) redop_ok |= f.redop == uint8_t(r);
+  if (!redop_ok) return "unknown reduce op";
+  if (f.root < -1) return "negative root";
+  *out = f;
+  return nullptr;
+}
+
 std::optional<std::string> compare_fingerprints(const std::vector<Fingerprint>& all) {
   std::string diffs;
   int n = 0;
@@ -77,28 +92,6 @@ std::optional<std::string> compare_fingerprints(const std::vector<Fingerprint>& 
                      "rank skipped or added a collective, or passed a different count, dtype, "
                      "reduce op or root (found by GRADWIRE_DEBUG=DETAIL)",
                      call_of(all[0]), diffs);
-}
-
-void check_fingerprint(collectives::Context& ctx, const Fingerprint& mine) {
-  const int n = ctx.size(), me = ctx.rank();
-  if (n == 1) return;
-  std::vector<Fingerprint> all(static_cast<size_t>(n));
-  all[size_t(me)] = mine;
-  auto reqs = ctx.requests(2 * size_t(n));
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    ctx.recv(reqs[2 * size_t(p)], p, &all[size_t(p)], sizeof(Fingerprint), kFingerprintSlot);
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    ctx.send(reqs[2 * size_t(p) + 1], p, &all[size_t(me)], sizeof(Fingerprint), kFingerprintSlot);
-  }
-  ctx.set_algorithm("fingerprint exchange (GRADWIRE_DEBUG=DETAIL)");
-  ctx.wait_all(reqs);
-  ctx.set_algorithm("");
-  if (auto msg = compare_fingerprints(all)) {
-    raise(ErrorCode::Mismatch, "{}: {}", ctx.what(), *msg);
-  }
 }
 
 }  // namespace gradwire

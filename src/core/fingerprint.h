@@ -5,6 +5,7 @@
 // rank at once instead of a hang, a truncation error or a wrong result.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ static_assert(sizeof(Fingerprint) == 24);
 
 Fingerprint make_fingerprint(uint32_t seq, const fr::CollectiveInfo& info);
 
+// Pure: the fingerprint in `n` bytes a peer sent, checked field by field
+// (size, magic, op, dtype, reduce op, flag, root). nullptr on success, else
+// why the bytes are not a fingerprint of this build.
+const char* decode_fingerprint(const void* bytes, size_t n, Fingerprint* out);
+
 // Pure. Every rank's fingerprint, indexed by rank; nullopt if they agree,
 // else the body of a Mismatch message naming each rank that differs from
 // rank 0, what it called, and the fields that differ.
@@ -37,7 +43,8 @@ std::optional<std::string> compare_fingerprints(const std::vector<Fingerprint>& 
 // Runs on the engine thread, before the collective, with the collective's
 // sequence number (so a rank that skipped a collective compares against the
 // one the others run in its place). Raises Mismatch naming the ranks and
-// fields; Timeout/PeerLost like any collective if a rank never arrives.
+// fields; Protocol naming the rank whose bytes do not decode;
+// Timeout/PeerLost like any collective if a rank never arrives.
 void check_fingerprint(collectives::Context& ctx, const Fingerprint& mine);
 
 }  // namespace gradwire

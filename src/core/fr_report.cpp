@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <regex>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <optional>
 #include <set>
 
 #include "core/errors.h"
@@ -16,18 +19,22 @@ namespace gradwire::fr {
 
 namespace {
 
-// A minimal JSON reader: enough for the dumps this library writes.
+// A minimal JSON reader: enough for the dumps this library writes, and
+// careful with anything else (bounded depth and size, no read past the end).
 struct Json {
   enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
   double number = 0;
   int64_t integer = 0;
   std::string str;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
+  // An object's members as two parallel vectors: vector<Json> may name the
+  // incomplete Json, pair<string, Json> may not (clang rejects it).
+  std::vector<std::string> keys;
+  std::vector<Json> values;
 
   const Json* get(std::string_view key) const {
-    for (auto& [k, v] : fields)
-      if (k == key) return &v;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return &values[i];
     return nullptr;
   }
 };
@@ -37,7 +44,8 @@ class Parser {
   Parser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
 
   Json parse() {
-    Json v = value();
+    if (s_.size() > kMaxDumpBytes) fail("larger than the 256 MiB a dump can be");
+    Json v = value(0);
     ws();
     if (i_ != s_.size()) fail("trailing characters");
     return v;
@@ -45,8 +53,14 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const char* what) {
-    raise(ErrorCode::InvalidArgument, "{}: not a gradwire flight-recorder dump: {} at byte {}",
-          path_, what, i_);
+    raise(ErrorCode::Protocol, "{}: not a gradwire flight-recorder dump: {} at byte {}", path_,
+          what, i_);
+  }
+  static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
   }
   void ws() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
@@ -78,8 +92,13 @@ class Parser {
         case 'b': out += '\b'; break;
         case 'f': out += '\f'; break;
         case 'u': {
-          if (i_ + 4 > s_.size()) fail("short \\u escape");
-          unsigned cp = unsigned(std::strtoul(s_.substr(i_, 4).c_str(), nullptr, 16));
+          if (s_.size() - i_ < 4) fail("short \\u escape");
+          unsigned cp = 0;
+          for (int k = 0; k < 4; ++k) {
+            const int d = hex_digit(s_[i_ + size_t(k)]);
+            if (d < 0) fail("bad \\u escape");
+            cp = cp * 16 + unsigned(d);
+          }
           i_ += 4;
           if (cp < 0x80) out += char(cp);
           else out += '?';
@@ -92,9 +111,12 @@ class Parser {
     ++i_;
     return out;
   }
-  Json value() {
+  Json value(int depth) {
     ws();
     if (i_ >= s_.size()) fail("unexpected end");
+    // Recursion depth and value count are the parser's only unbounded costs.
+    if (depth > kMaxJsonDepth) fail("nested deeper than 64 levels");
+    if (++values_ > kMaxJsonValues) fail("more values than a dump can hold");
     Json v;
     char c = s_[i_];
     if (c == '{') {
@@ -104,14 +126,15 @@ class Parser {
       do {
         std::string k = string();
         if (!eat(':')) fail("expected ':'");
-        v.fields.emplace_back(std::move(k), value());
+        v.keys.push_back(std::move(k));
+        v.values.push_back(value(depth + 1));
       } while (eat(','));
       if (!eat('}')) fail("expected '}'");
     } else if (c == '[') {
       ++i_;
       v.kind = Json::Array;
       if (eat(']')) return v;
-      do v.items.push_back(value());
+      do v.items.push_back(value(depth + 1));
       while (eat(','));
       if (!eat(']')) fail("expected ']'");
     } else if (c == '"') {
@@ -124,6 +147,7 @@ class Parser {
     } else if (s_.compare(i_, 4, "null") == 0) {
       i_ += 4;
     } else {
+      if (c != '-' && (c < '0' || c > '9')) fail("unexpected character");
       const char* b = s_.c_str() + i_;
       char* e = nullptr;
       v.integer = std::strtoll(b, &e, 10);
@@ -139,20 +163,38 @@ class Parser {
   const std::string& s_;
   const std::string& path_;
   size_t i_ = 0;
+  size_t values_ = 0;
 };
 
 int64_t num(const Json& o, std::string_view key, int64_t dflt = 0) {
   const Json* v = o.get(key);
   return v && v->kind == Json::Number ? v->integer : dflt;
 }
+
+// A field that must lie in [lo, hi]: Protocol naming it otherwise, so that
+// no later arithmetic (timestamps, rank loops) sees an absurd value.
+int64_t bounded(const Json& o, std::string_view key, int64_t dflt, int64_t lo, int64_t hi,
+                const std::string& path) {
+  const int64_t v = num(o, key, dflt);
+  if (v < lo || v > hi) {
+    raise(ErrorCode::Protocol, "{}: not a usable gradwire flight-recorder dump: \"{}\" is {} "
+          "(expected {}..{})", path, key, v, lo, hi);
+  }
+  return v;
+}
+constexpr int64_t kMaxUs = int64_t(1) << 62;  // microseconds: far past any real clock
 std::string str(const Json& o, std::string_view key) {
   const Json* v = o.get(key);
   return v && v->kind == Json::String ? v->str : std::string();
 }
 
+// At most 32 ranks are spelled out: a dump may claim a world of a million.
 std::string join(const std::vector<int>& ranks) {
   std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 32) return s + fmt::format(" and {} more", ranks.size() - i);
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
   return s;
 }
 std::string ranks_word(const std::vector<int>& ranks) {
@@ -167,6 +209,29 @@ std::string call(const DumpEntry& e) {
   return fmt::format("{} #{}{}", e.op, e.seq, d.empty() ? "" : " (" + d + ")");
 }
 
+// The peer an error message says a rank was waiting for: the first
+// "waiting for data from rank N" or "sending to rank N" in it.
+std::optional<int> waited_for(const std::string& error) {
+  std::optional<int> found;
+  size_t best = std::string::npos;
+  for (std::string_view phrase : {"waiting for data from rank ", "sending to rank "}) {
+    for (size_t at = error.find(phrase); at != std::string::npos;
+         at = error.find(phrase, at + 1)) {
+      if (at >= best) break;
+      const char* b = error.data() + at + phrase.size();
+      const char* end = error.data() + error.size();
+      int peer = 0;
+      auto [p, ec] = std::from_chars(b, end, peer);
+      if (ec == std::errc() && p != b && peer >= 0) {
+        found = peer;
+        best = at;
+        break;
+      }
+    }
+  }
+  return found;
+}
+
 bool same_call(const DumpEntry& a, const DumpEntry& b) {
   return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.redop == b.redop &&
          a.root == b.root;
@@ -177,38 +242,44 @@ bool same_call(const DumpEntry& a, const DumpEntry& b) {
 Dump parse_dump(const std::string& json, const std::string& path) {
   Json doc = Parser(json, path).parse();
   if (doc.kind != Json::Object || str(doc, "format") != "gradwire-fr/1") {
-    raise(ErrorCode::InvalidArgument, "{}: not a gradwire flight-recorder dump (format is not "
+    raise(ErrorCode::Protocol, "{}: not a gradwire flight-recorder dump (format is not "
           "gradwire-fr/1)", path);
   }
   Dump d;
   d.path = path;
-  d.rank = int(num(doc, "rank"));
-  d.world_size = int(num(doc, "world_size"));
-  d.pid = int(num(doc, "pid"));
+  d.world_size = int(bounded(doc, "world_size", 0, 1, kMaxDumpWorldSize, path));
+  d.rank = int(bounded(doc, "rank", 0, 0, d.world_size - 1, path));
+  d.pid = int(bounded(doc, "pid", 0, 0, INT32_MAX, path));
   d.host = str(doc, "host");
   d.version = str(doc, "version");
   d.reason = str(doc, "reason");
-  d.dumped_us = num(doc, "dumped_us");
+  d.dumped_us = bounded(doc, "dumped_us", 0, 0, kMaxUs, path);
   if (const Json* cs = doc.get("communicators")) {
     for (const Json& c : cs->items) {
-      d.comms.push_back(DumpComm{int(num(c, "id")), str(c, "name"), int(num(c, "rank")),
-                                 int(num(c, "size")), num(c, "error_seq", -1), str(c, "error")});
+      DumpComm x;
+      x.id = int(bounded(c, "id", 0, 0, UINT16_MAX, path));
+      x.name = str(c, "name");
+      x.size = int(bounded(c, "size", 1, 1, kMaxDumpWorldSize, path));
+      x.rank = int(bounded(c, "rank", 0, 0, x.size - 1, path));
+      x.error_seq = bounded(c, "error_seq", -1, -1, UINT32_MAX, path);
+      x.error = str(c, "error");
+      d.comms.push_back(std::move(x));
     }
   }
   if (const Json* es = doc.get("entries")) {
     for (const Json& e : es->items) {
       DumpEntry x;
-      x.comm = int(num(e, "comm"));
-      x.seq = uint32_t(num(e, "seq"));
+      x.comm = int(bounded(e, "comm", 0, 0, UINT16_MAX, path));
+      x.seq = uint32_t(bounded(e, "seq", 0, 0, UINT32_MAX, path));
       x.op = str(e, "op");
       x.dtype = str(e, "dtype");
       x.redop = str(e, "redop");
-      x.count = uint64_t(num(e, "count"));
-      x.root = int(num(e, "root", -1));
+      x.count = uint64_t(bounded(e, "count", 0, 0, INT64_MAX, path));
+      x.root = int(bounded(e, "root", -1, -1, INT32_MAX, path));
       x.state = parse_state(str(e, "state"));
-      x.queued_us = num(e, "queued_us");
-      x.started_us = num(e, "started_us");
-      x.done_us = num(e, "done_us");
+      x.queued_us = bounded(e, "queued_us", 0, 0, kMaxUs, path);
+      x.started_us = bounded(e, "started_us", 0, 0, kMaxUs, path);
+      x.done_us = bounded(e, "done_us", 0, 0, kMaxUs, path);
       d.entries.push_back(std::move(x));
     }
   }
@@ -247,16 +318,22 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
         "gradwire-fr only this run's files, or a fresh GRADWIRE_FR_DIR per job)",
         double(last_us - first_us) / 60e6));
   }
-  for (int r : missing) {
+  for (size_t i = 0; i < missing.size() && i < 32; ++i) {
     t += fmt::format("  rank {}: NO DUMP (the process died, was stopped, is hung outside "
-                     "gradwire, or could not write its dump)\n", r);
+                     "gradwire, or could not write its dump)\n", missing[i]);
+  }
+  if (missing.size() > 32) {
+    t += fmt::format("  ... and {} more ranks: NO DUMP\n", missing.size() - 32);
   }
 
   // Communicators by name; each rank's entries on it, by seq.
   std::set<std::string> names;
   for (const Dump& d : dumps)
     for (const DumpComm& c : d.comms) names.insert(c.name);
-  static const std::regex kWaitedFor("(waiting for data from|sending to) rank ([0-9]+)");
+  // Each dump's entries by communicator id, indexed once (not once per name).
+  std::vector<std::map<int, std::vector<const DumpEntry*>>> entries_by_comm(dumps.size());
+  for (size_t i = 0; i < dumps.size(); ++i)
+    for (const DumpEntry& e : dumps[i].entries) entries_by_comm[i][e.comm].push_back(&e);
 
   for (const std::string& name : names) {
     struct View {
@@ -265,12 +342,14 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
       std::map<uint32_t, const DumpEntry*> by_seq;
     };
     std::map<int, View> views;  // by world rank
-    for (const Dump& d : dumps) {
+    for (size_t i = 0; i < dumps.size(); ++i) {
+      const Dump& d = dumps[i];
       for (const DumpComm& c : d.comms) {
         if (c.name != name) continue;
         View v{&d, &c, {}};
-        for (const DumpEntry& e : d.entries)
-          if (e.comm == c.id) v.by_seq[e.seq] = &e;
+        auto it = entries_by_comm[i].find(c.id);
+        if (it != entries_by_comm[i].end())
+          for (const DumpEntry* e : it->second) v.by_seq[e->seq] = e;
         views[d.rank] = std::move(v);
       }
     }
@@ -327,8 +406,7 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
     for (auto& [r, v] : views) {
       if (v.comm->error.empty()) continue;
       t += fmt::format("  rank {} failed at seq {}: {}\n", r, v.comm->error_seq, v.comm->error);
-      std::smatch m;
-      if (std::regex_search(v.comm->error, m, kWaitedFor)) waited[std::stoi(m[2])].push_back(r);
+      if (auto peer = waited_for(v.comm->error)) waited[*peer].push_back(r);
     }
     for (auto& [peer, waiters] : waited) {
       const bool is_world = name == "world";
@@ -362,12 +440,12 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
       if (++reported == 3) break;
     }
   }
-  for (int r : missing) {
-    if (std::find(suspects.begin(), suspects.end(), r) == suspects.end()) suspects.push_back(r);
-  }
+  // Deduplicated in order of evidence, with a set: a dump may claim a
+  // world of a million ranks, all missing.
+  suspects.insert(suspects.end(), missing.begin(), missing.end());
+  std::set<int> seen;
   for (int r : suspects)
-    if (std::find(out.suspects.begin(), out.suspects.end(), r) == out.suspects.end())
-      out.suspects.push_back(r);
+    if (seen.insert(r).second) out.suspects.push_back(r);
 
   t += "\ndiagnosis:\n";
   if (out.findings.empty() && missing.empty()) {

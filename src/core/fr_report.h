@@ -41,8 +41,14 @@ struct Dump {
   std::vector<DumpEntry> entries;
 };
 
-// Parses one dump; throws gradwire::Error (InvalidArgument) naming `path`
-// and what is wrong.
+// Parses one dump; throws gradwire::Error (Protocol) naming `path` and what
+// is wrong. A dump is untrusted input (any file in GRADWIRE_FR_DIR): it is
+// capped at kMaxDumpBytes, kMaxJsonDepth levels of nesting and
+// kMaxJsonValues values, and every number is range-checked before use.
+constexpr size_t kMaxDumpBytes = size_t(256) << 20;
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxJsonValues = 20'000'000;
+constexpr int kMaxDumpWorldSize = 1 << 20;
 Dump parse_dump(const std::string& json, const std::string& path = "<dump>");
 
 struct Diagnosis {

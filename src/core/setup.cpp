@@ -99,7 +99,7 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
   for (const auto& h : hellos) {
     auto f = split_fields(h, '\x1f');
     if (f.size() != 4) {
-      raise(ErrorCode::Mismatch, "rank {}: malformed start-up message from a peer ({} fields); "
+      raise(ErrorCode::Protocol, "rank {}: malformed start-up message from a peer ({} fields); "
             "is every rank running the same gradwire?", rank, f.size());
     }
     versions.push_back(f[0]);

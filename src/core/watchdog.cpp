@@ -2,6 +2,7 @@
 #include "core/watchdog.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 
@@ -108,6 +109,28 @@ void exchange_status(bootstrap::Store& store, int my_rank, int world_size) {
 
 }  // namespace
 
+std::optional<FailureReport> parse_failure_report(std::string_view value) {
+  const size_t sep = value.find('\x1f');
+  const size_t sep2 = sep == std::string_view::npos ? sep : value.find('\x1f', sep + 1);
+  if (sep2 == std::string_view::npos) return std::nullopt;
+  // from_chars, not atoi: atoi's result on an out-of-range number is undefined.
+  auto integer = [](std::string_view t) -> std::optional<int> {
+    int x = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+    return x;
+  };
+  const auto rank = integer(value.substr(0, sep));
+  const auto code = integer(value.substr(sep + 1, sep2 - sep - 1));
+  if (!rank || !code || *rank < 0) return std::nullopt;
+  FailureReport r;
+  r.rank = *rank;
+  const bool known = *code >= 0 && *code <= int(ErrorCode::Unauthenticated);
+  r.code = known ? ErrorCode(*code) : ErrorCode::Aborted;
+  r.reason = std::string(value.substr(sep2 + 1, kMaxFailureReasonBytes));
+  return r;
+}
+
 const std::atomic<bool>& failed_flag() { return state().failed; }
 const std::string& failure_reason() { return state().remote; }
 const std::atomic<int>& failure_code() { return state().code; }
@@ -132,19 +155,18 @@ bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
     exchange_status(store, my_rank, s.world_size);
     auto v = store.try_get(kFailureKey);
     if (!v) return true;
-    // "<rank>\x1f<code>\x1f<reason>"
-    const size_t sep = v->find('\x1f');
-    const size_t sep2 = sep == std::string::npos ? sep : v->find('\x1f', sep + 1);
-    if (sep2 == std::string::npos) return true;  // not ours
-    const int from = std::atoi(v->substr(0, sep).c_str());
-    if (from == my_rank) return true;
-    const int code = std::atoi(v->substr(sep + 1, sep2 - sep - 1).c_str());
-    const std::string reason = v->substr(sep2 + 1);
+    const auto report = parse_failure_report(*v);
+    if (!report) {
+      log().debug("rank {}: ignoring a malformed {} value ({} bytes)", my_rank, kFailureKey,
+                  v->size());
+      return true;
+    }
+    if (report->rank == my_rank) return true;
     {
       std::lock_guard<std::mutex> lk(s.mu);
       if (s.failed.load() || !s.to_publish.empty()) return true;  // we failed first ourselves
-      s.remote = fmt::format("rank {} reported a failure: {}", from, reason);
-      s.code.store(code >= 0 && code <= int(ErrorCode::Aborted) ? code : int(ErrorCode::Aborted));
+      s.remote = fmt::format("rank {} reported a failure: {}", report->rank, report->reason);
+      s.code.store(int(report->code));
       s.failed.store(true, std::memory_order_release);
     }
     log().error("rank {}: {}", my_rank, s.remote);

@@ -22,7 +22,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -63,6 +65,18 @@ bool pending();
 // One round with the store: publish this process's failure (once), or look
 // for another rank's. False once the store is gone (rank 0 exited).
 bool exchange(bootstrap::Store& store, int my_rank, const Options& options);
+
+// A failure report as another rank wrote it to "gradwire/failure":
+// "<rank>\x1f<code>\x1f<reason>". Pure; nullopt for anything else (a key
+// some other software wrote, a truncated value). The reason is cut to
+// kMaxFailureReasonBytes: it is logged and carried in every later error.
+struct FailureReport {
+  int rank = -1;
+  ErrorCode code = ErrorCode::Aborted;  // Aborted for a code this build does not know
+  std::string reason;
+};
+constexpr size_t kMaxFailureReasonBytes = 16 * 1024;
+std::optional<FailureReport> parse_failure_report(std::string_view value);
 }  // namespace job
 
 class Watchdog {

@@ -23,3 +23,8 @@ def test_example_train_ddp(launcher):
     for backend in ("gradwire", "gloo"):
         launch(launcher, 2, script, "--backend", backend, "--steps", "5", "--hook", "fp16",
                ok="train_ddp done")
+
+
+@pytest.mark.parametrize("launcher,nproc", [("torchrun", 2), ("mpirun", 3)])
+def test_powersgd_hook(launcher, nproc):
+    launch(launcher, nproc, "powersgd_worker.py")

@@ -48,8 +48,9 @@ def test_error_classes(world_of_one):
     assert issubclass(gradwire.TimeoutError, TimeoutError)
     assert issubclass(gradwire.InvalidArgumentError, ValueError)
     assert issubclass(gradwire.Error, RuntimeError)
+    assert issubclass(gradwire.UnauthenticatedError, PermissionError)
     for name in ("InvalidArgument", "Timeout", "PeerLost", "Mismatch", "Transport", "Internal",
-                 "Aborted"):
+                 "Aborted", "Protocol", "Unauthenticated"):
         assert getattr(gradwire, name + "Error").code == name
     with pytest.raises(gradwire.InvalidArgumentError) as info:
         world_of_one.allreduce(np.zeros(3, np.complex64))

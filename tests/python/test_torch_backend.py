@@ -1,4 +1,6 @@
 """torch.distributed with backend="gradwire" against gloo, under torchrun and mpirun."""
+import os
+
 import pytest
 
 from conftest import LAUNCHERS, launch, requires_torch
@@ -21,3 +23,22 @@ def test_registered_backend():
     import torch.distributed as dist
     import gradwire.torch  # noqa: F401
     assert "gradwire" in dist.Backend.backend_list
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_failing_rank_ends_the_job(launcher):
+    import subprocess
+    import time
+    from conftest import HERE, command
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    start = time.monotonic()
+    proc = subprocess.run(command(launcher, 3, os.path.join(HERE, "failing_worker.py"), []),
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300)
+    took = time.monotonic() - start
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "failing on purpose" in proc.stdout, proc.stdout[-3000:]
+    assert "returned without the last rank" not in proc.stdout, proc.stdout[-3000:]
+    assert took < 60, f"{launcher}: the job took {took:.0f} s to end after a rank failed"

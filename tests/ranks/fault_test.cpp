@@ -11,6 +11,12 @@
 //                              Timeout or PeerLost
 //   fault_test mismatch COUNT  rank r passes COUNT*(r+1) elements: every rank
 //                              fails with Mismatch or Timeout
+//   fault_test bad-secret R    rank R has a wrong job secret (gwlaunch
+//                              --bad-secret R): it fails with Unauthenticated
+//                              naming the secret mismatch; the others with
+//                              Timeout naming rank R
+//   fault_test no-secret R     likewise for a rank without a secret
+//                              (gwlaunch --no-secret R)
 #include <signal.h>
 #include <unistd.h>
 
@@ -59,7 +65,8 @@ int judge(const char* mode, const Error* e, std::vector<ErrorCode> allowed,
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT\n");
+    std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT | "
+                         "bad-secret R | no-secret R\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -72,6 +79,22 @@ int main(int argc, char** argv) {
       return judge("no-show", nullptr, {}, {}, start);
     } catch (const Error& e) {
       return judge("no-show", &e, {ErrorCode::Timeout}, {"rank " + missing}, start);
+    }
+  }
+
+  if (mode == "bad-secret" || mode == "no-secret") {
+    const int refused = argc > 2 ? std::atoi(argv[2]) : 1;
+    const std::string needle = mode == "bad-secret" ? "secret mismatch" : "has none";
+    try {
+      auto comm = Communicator::create();
+      return judge(mode.c_str(), nullptr, {}, {}, start);
+    } catch (const Error& e) {
+      if (env_rank() == refused) {
+        return judge(mode.c_str(), &e, {ErrorCode::Unauthenticated},
+                     {needle, "GRADWIRE_JOB_SECRET"}, start);
+      }
+      return judge(mode.c_str(), &e, {ErrorCode::Timeout}, {"rank " + std::to_string(refused)},
+                   start);
     }
   }
 

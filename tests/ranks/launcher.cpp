@@ -5,13 +5,19 @@
 // MASTER_PORT; waits for all of them with a deadline; kills every rank that
 // is still running when the deadline passes or (after a grace period) when
 // another rank failed. Exit status: 0 if every rank exited 0.
+// Every rank gets the job secret GRADWIRE_JOB_SECRET (README "Running
+// securely"): gwlaunch's own if it has one, else 32 random bytes (OpenSSL
+// RAND_bytes, hex) generated for this job.
 //
 //   gwlaunch -n 4 [--timeout 120] [--skip R] [--ignore R] -- prog args...
 //
-// --skip R   never start rank R (tests of a peer that does not show up)
-// --ignore R rank R's exit status does not count (it kills itself on purpose)
+// --skip R         never start rank R (tests of a peer that does not show up)
+// --ignore R       rank R's exit status does not count (it kills itself on purpose)
+// --bad-secret R   rank R gets a different secret than the others (a test hook)
+// --no-secret R    rank R gets no secret at all (a test hook)
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <openssl/rand.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -65,8 +71,24 @@ void remove_shm_regions(pid_t pid) {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: gwlaunch -n N [--timeout S] [--skip R] [--ignore R] -- program [args...]\n");
+               "usage: gwlaunch -n N [--timeout S] [--skip R] [--ignore R] [--bad-secret R] "
+               "[--no-secret R] -- program [args...]\n");
   std::exit(2);
+}
+
+std::string random_secret() {
+  unsigned char raw[32];
+  if (RAND_bytes(raw, sizeof(raw)) != 1) {
+    std::fprintf(stderr, "gwlaunch: OpenSSL RAND_bytes failed; cannot generate a job secret\n");
+    std::exit(2);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : raw) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
 }
 
 }  // namespace
@@ -74,7 +96,7 @@ void remove_shm_regions(pid_t pid) {
 int main(int argc, char** argv) {
   int n = 0;
   double timeout_s = 600;
-  std::set<int> skip, ignore;
+  std::set<int> skip, ignore, bad_secret, no_secret;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -86,12 +108,17 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") timeout_s = std::atof(next());
     else if (a == "--skip") skip.insert(std::atoi(next()));
     else if (a == "--ignore") ignore.insert(std::atoi(next()));
+    else if (a == "--bad-secret") bad_secret.insert(std::atoi(next()));
+    else if (a == "--no-secret") no_secret.insert(std::atoi(next()));
     else if (a == "--") { ++i; break; }
     else usage();
   }
   if (n < 1 || i >= argc) usage();
 
   const std::string port = std::to_string(free_port());
+  const char* given = std::getenv("GRADWIRE_JOB_SECRET");
+  const std::string secret = given ? given : random_secret();
+  const std::string other_secret = random_secret();
   std::vector<pid_t> pids(n, -1);
   for (int r = 0; r < n; ++r) {
     if (skip.count(r)) continue;
@@ -107,6 +134,11 @@ int main(int argc, char** argv) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
+      if (no_secret.count(r)) {
+        unsetenv("GRADWIRE_JOB_SECRET");
+      } else {
+        setenv("GRADWIRE_JOB_SECRET", (bad_secret.count(r) ? other_secret : secret).c_str(), 1);
+      }
       execvp(argv[i], argv + i);
       std::fprintf(stderr, "gwlaunch: cannot run %s: %s\n", argv[i], std::strerror(errno));
       _exit(127);

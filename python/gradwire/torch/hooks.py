@@ -11,9 +11,16 @@ CPU kernels (kernels/cpu/reduce.h: each element rounded once, as torch's
 hook does with ``.to(float16).div_(n)``), reduced in 16 bits through the
 group's backend (gradwire's or any other), and widened back by the kernels.
 
-The 1-bit Adam/LAMB optimizers are in ``gradwire.torch.optim``. A PowerSGD
-DDP hook over the C++ implementation is not bound yet (the C++ hook runs in
-gradwire's own Reducer: gradwire/compress.h).
+PowerSGD, like torch's ``powerSGD_hook`` (same state options), running
+gradwire's C++ implementation (src/compress/powersgd.cpp: the two
+allreduces of a bucket batched, error feedback, warm start) on the group's
+gradwire communicator::
+
+    state = hooks.PowerSGDState(process_group=None, matrix_approximation_rank=4,
+                                start_powerSGD_iter=1000)
+    ddp.register_comm_hook(state, hooks.powerSGD_hook)
+
+The 1-bit Adam/LAMB optimizers are in ``gradwire.torch.optim``.
 """
 import torch
 import torch.distributed as dist
@@ -52,3 +59,60 @@ def fp16_compress_hook(process_group, bucket):
 def bf16_compress_hook(process_group, bucket):
     """Like torch's ``default_hooks.bf16_compress_hook``, on gradwire's kernels."""
     return _compress_hook(process_group, bucket, torch.bfloat16)
+
+
+class PowerSGDState:
+    """The options of torch's ``powerSGD_hook.PowerSGDState``, same names and
+    defaults; the state (error buffers, Q matrices, counters) lives in C++.
+    ``state_dict()``/``load_state_dict()`` save and restore it exactly (every
+    rank its own: the error buffers differ between ranks)."""
+
+    def __init__(self, process_group, matrix_approximation_rank=1, start_powerSGD_iter=1_000,
+                 min_compression_rate=2, use_error_feedback=True, warm_start=True,
+                 orthogonalization_epsilon=0, random_seed=0,
+                 compression_stats_logging_frequency=10_000,
+                 batch_tensors_with_same_shape=False):
+        self.process_group = process_group
+        self.matrix_approximation_rank = matrix_approximation_rank
+        self.start_powerSGD_iter = start_powerSGD_iter
+        self.iter = 0
+        self._impl = _C_torch.PowerSGDHookState(
+            matrix_approximation_rank=matrix_approximation_rank,
+            start_powerSGD_iter=start_powerSGD_iter,
+            min_compression_rate=float(min_compression_rate),
+            use_error_feedback=use_error_feedback, warm_start=warm_start,
+            orthogonalization_epsilon=float(orthogonalization_epsilon),
+            random_seed=random_seed,
+            batch_tensors_with_same_shape=batch_tensors_with_same_shape)
+
+    def compression_stats(self):
+        """(compress rate, numel before, numel after), as torch's."""
+        before = self._impl.numel_before_compression()
+        after = self._impl.numel_after_compression()
+        return (before / after if after else 0.0, before, after)
+
+    def state_dict(self):
+        return {"iter": self.iter, "gradwire": self._impl.save_state()}
+
+    def load_state_dict(self, state):
+        self.iter = state["iter"]
+        self._impl.load_state(state["gradwire"])
+
+
+def powerSGD_hook(state, bucket):
+    """Like torch's ``powerSGD_hook``, on gradwire's PowerSGD and communicator.
+    The group must use the gradwire backend; float32 CPU buckets."""
+    group = state.process_group if state.process_group is not None else dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    if not isinstance(backend, _C_torch.Backend):
+        raise TypeError("gradwire's powerSGD_hook runs on gradwire's communicator: create the "
+                        "group with backend=\"gradwire\" (this one uses "
+                        f"{type(backend).__name__})")
+    shapes = [list(g.shape) for g in bucket.gradients()]
+    fut = _C_torch._powersgd_bucket(state._impl, backend, bucket.buffer(), shapes,
+                                    bucket.index(), state.iter)
+    if bucket.is_last():
+        state.iter += 1
+    # torch's Python-hook glue wants the value as a Python object, which a
+    # Python callback gives it.
+    return fut.then(lambda f: f.value())

@@ -5,6 +5,7 @@
 // versions) is in c10d_backend.cpp.
 #pragma once
 
+#include <pybind11/pybind11.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -72,5 +73,8 @@ class GradwireBackend : public c10d::Backend {
   mutable std::mutex mu_;
   std::shared_ptr<Communicator> comm_;
 };
+
+// gradwire's PowerSGD as a DDP comm hook (powersgd.cpp).
+void register_powersgd(pybind11::module_& m);
 
 }  // namespace gradwire::python

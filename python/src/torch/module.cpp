@@ -63,6 +63,8 @@ PYBIND11_MODULE(_C_torch, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       "The creator torch.distributed calls for each group's members.");
 
+  register_powersgd(m);
+
   m.def(
       "_shutdown_all",
       [] {
