@@ -319,6 +319,29 @@ TEST(OfiTransport, ShmIgnoresRegionsLeftByAKilledProcessWithOurPid) {
   EXPECT_EQ(error, "");
 }
 
+// A peer's fabric address is bytes from the network: a truncated or
+// over-long one is refused before libfabric reads it.
+TEST(OfiTransport, MalformedPeerAddressesAreProtocolErrors) {
+  for (const char* provider : {"shm", "tcp;ofi_rxm"}) {
+    SCOPED_TRACE(provider);
+    Config config;
+    config.provider = provider;
+    if (std::string(provider) != "shm") config.iface = "lo";
+    auto t = open(config);
+    std::string good = t->address();
+    std::string bad = std::string(provider) == "shm" ? std::string(good.size() + 10, 'x')
+                                                     : good.substr(0, good.size() - 3);
+    try {
+      t->connect({good, bad});
+      ADD_FAILURE() << "connected to a malformed address";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Protocol) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1's fabric address is malformed"),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(OfiTransport, AvailableProvidersIncludeShm) {
   auto names = available_providers();
   EXPECT_NE(std::find(names.begin(), names.end(), "shm"), names.end());

@@ -227,6 +227,7 @@ class OfiTransport final : public Transport {
       if (addresses[r].empty()) {
         raise(ErrorCode::InvalidArgument, "rank {}: empty fabric address for rank {}", config_.rank, r);
       }
+      check_peer_address(r, addresses[r]);
       int n = fi_av_insert(av_.get(), addresses[r].data(), 1, &peers[r], 0, nullptr);
       if (n != 1) {
         raise(ErrorCode::Transport,
@@ -236,6 +237,22 @@ class OfiTransport final : public Transport {
       }
     }
     peers_ = std::move(peers);
+  }
+
+  // fi_av_insert reads as many bytes as the provider's address format
+  // holds, whatever a peer sent: a string address (shm's names) must end
+  // within the blob, a binary one (sockaddr_in for tcp) must be exactly as
+  // long as ours, or libfabric would read past the buffer.
+  void check_peer_address(size_t r, const std::string& a) const {
+    const bool string_format = info_->addr_format == FI_ADDR_STR;
+    const bool ok = string_format ? a.size() <= 4096 && a.find('\0') != std::string::npos
+                                  : a.size() == name_.size();
+    if (!ok) {
+      raise(ErrorCode::Protocol, "rank {}: rank {}'s fabric address is malformed for provider {} "
+            "({} bytes, expected {}); do all ranks run the same gradwire and provider?",
+            config_.rank, r, props_.provider, a.size(),
+            string_format ? std::string("a NUL-terminated name") : std::to_string(name_.size()));
+    }
   }
 
   void isend(Request& req, int peer, const void* buf, size_t length, uint64_t tag,
