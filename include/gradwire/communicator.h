@@ -81,15 +81,4 @@ class Communicator {
   std::unique_ptr<CommunicatorImpl> impl_;
 };
 
-// Under mpirun, Communicator::create initializes MPI for its bootstrap when
-// the program has not, and finalizes it at exit. Open MPI's MPI_Finalize
-// waits for every rank, so a rank that fails and exits would then wait for
-// ranks that wait for it in a collective (until their deadline). A program
-// that needs MPI only to start (gradwire's Python module under mpirun) calls
-// this, on every rank, once its last mpirun-bootstrapped Communicator
-// exists: MPI is finalized now if gradwire initialized it, and a failing
-// rank exits at once (mpirun then stops the job). No-op otherwise; a later
-// mpirun bootstrap in the same process fails with InvalidArgument.
-void finalize_mpi_bootstrap();
-
 }  // namespace gradwire

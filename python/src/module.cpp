@@ -255,11 +255,6 @@ PYBIND11_MODULE(_C, m) {
           text.copy(blob, sizeof blob - 1);
         }
         world->broadcast(blob, blob, sizeof blob, DataType::UInt8, 0).wait();
-        world.reset();
-        // MPI was only needed to get here: finalized now, a failing rank
-        // exits at once instead of waiting in MPI_Finalize for ranks that
-        // wait for it (include/gradwire/communicator.h).
-        finalize_mpi_bootstrap();
         const std::string text(blob);
         const auto space = text.find(' ');
         return std::make_pair(text.substr(0, space), std::stoi(text.substr(space + 1)));

@@ -54,20 +54,21 @@ bool mpi_finalized() {
   return done != 0;
 }
 
-// Open MPI reports an error (and may hang mpirun) if a process that called
-// MPI_Init exits without MPI_Finalize; registered only when we initialized.
-void finalize_at_exit() {
-  if (!mpi_finalized()) MPI_Finalize();
+// Note [MPI_Finalize at exit]: Open MPI reports an error if a process that
+// called MPI_Init exits without MPI_Finalize, so gradwire, having
+// initialized MPI, finalizes it at exit (registered only then). But Open
+// MPI's MPI_Finalize waits for every rank: a rank exiting with an error
+// would block there, waiting for ranks that wait for it in a collective
+// (until their deadline: 30 min under torch's default). So only a clean
+// exit (status 0) finalizes; a failing rank exits at once, and mpirun,
+// seeing it leave without MPI_Finalize, ends the job.
+void finalize_on_exit(int status, void*) {
+  if (status == 0 && !mpi_finalized()) MPI_Finalize();
 }
-
-std::mutex& init_mutex() {
-  static std::mutex* mu = new std::mutex();  // leaked: used at exit
-  return *mu;
-}
-bool initialized_by_us = false;  // guarded by init_mutex()
 
 void ensure_initialized() {
-  std::lock_guard<std::mutex> lock(init_mutex());
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
@@ -81,8 +82,7 @@ void ensure_initialized() {
   // allgather, so any level works as long as the caller does not overlap
   // bootstrap calls with its own MPI calls on other threads.
   check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-  std::atexit(finalize_at_exit);
-  initialized_by_us = true;
+  ::on_exit(finalize_on_exit, nullptr);
   log().debug("mpirun bootstrap: MPI initialized by gradwire (thread level {})", provided);
 }
 
@@ -235,13 +235,3 @@ std::unique_ptr<Bootstrap> make_mpi_bootstrap() { return std::make_unique<MpiBoo
 
 }  // namespace gradwire::bootstrap
 
-namespace gradwire {
-
-void finalize_mpi_bootstrap() {
-  std::lock_guard<std::mutex> lock(bootstrap::init_mutex());
-  if (!bootstrap::initialized_by_us || bootstrap::mpi_finalized()) return;
-  bootstrap::check_mpi(MPI_Finalize(), "MPI_Finalize");
-  log().debug("mpirun bootstrap: MPI finalized (finalize_mpi_bootstrap)");
-}
-
-}  // namespace gradwire

@@ -1,7 +1,8 @@
 """One rank fails between collectives (test_torch_backend.py): the job must
 end within seconds, not wait for the others' collective deadline -- under
 mpirun the failing rank must not block in MPI_Finalize at exit waiting for
-ranks that wait for it (gradwire finalizes the MPI it used to start)."""
+ranks that wait for it (Note [MPI_Finalize at exit] in
+src/bootstrap/mpi_bootstrap.cpp)."""
 import sys
 
 import torch
