@@ -74,6 +74,11 @@ class GradwireBackend : public c10d::Backend {
   std::shared_ptr<Communicator> comm_;
 };
 
+// A torch.futures.Future (Python object) completed with `result` when `work`
+// completes, or with its error (Note [future callbacks on the engine
+// thread] in c10d_backend.cpp). Call with the GIL held.
+pybind11::object future_of(Work work, at::Tensor result);
+
 // gradwire's PowerSGD as a DDP comm hook (powersgd.cpp).
 void register_powersgd(pybind11::module_& m);
 

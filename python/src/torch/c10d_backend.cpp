@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -251,6 +252,18 @@ void GradwireBackend::shutdown_all() {
 }
 
 void set_main_thread(uint64_t ident) { g_main_thread = ident; }
+
+py::object future_of(Work work, at::Tensor result) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  work.then([future, result](std::exception_ptr error) {
+    if (error) {
+      future->setError(error);
+    } else {
+      future->markCompleted(c10::IValue(result));
+    }
+  });
+  return py::cast(std::make_shared<torch::jit::PythonFutureWrapper>(future));
+}
 
 GradwireBackend::~GradwireBackend() {
   std::lock_guard<std::mutex> lk(registry().mu);

@@ -7,10 +7,8 @@
 // Scaling: torch's DDP does not divide a bucket when a comm hook is
 // registered; gradwire's hook expects the Reducer's division folded in
 // (Note at the top of powersgd.cpp), so the bucket is divided here first.
-#include <ATen/core/ivalue.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
@@ -107,22 +105,14 @@ void register_powersgd(py::module_& m) {
                           std::to_string(offset) + " elements, its buffer " +
                           std::to_string(buffer.numel()));
         }
-        auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
         py::gil_scoped_release nogil;
         buffer.div_(comm.size());
         std::vector<std::byte> scratch;  // PowerSGD keeps its own buffers
         BucketContext ctx(comm, step, index, DataType::Float32, offset, buffer.data_ptr(), 0,
                           offset, false, gradients, tensors, &scratch);
         Work w = s.hook(ctx);
-        // Note [future callbacks on the engine thread] in c10d_backend.cpp.
-        w.then([future, buffer](std::exception_ptr error) {
-          if (error) {
-            future->setError(error);
-          } else {
-            future->markCompleted(c10::IValue(buffer));
-          }
-        });
-        return std::make_shared<torch::jit::PythonFutureWrapper>(future);
+        py::gil_scoped_acquire gil;
+        return future_of(std::move(w), buffer);
       },
       py::arg("state"), py::arg("backend"), py::arg("buffer"), py::arg("shapes"),
       py::arg("index"), py::arg("step"));
