@@ -22,10 +22,8 @@ One "RESULT key=value ..." line from rank 0 in ddp mode (max over ranks),
 from every process in plain mode.
 """
 import argparse
-import gzip
 import os
 import statistics
-import struct
 import sys
 import time
 
@@ -34,41 +32,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic = struct.unpack(">I", data[:4])[0]
-    if magic >> 8 != 0x08:
-        raise RuntimeError(f"{path}: not an IDX file of bytes")
-    nd = magic & 0xFF
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    t = torch.frombuffer(bytearray(data[4 + 4 * nd:]), dtype=torch.uint8)
-    return t.reshape(dims)
-
-
-def load_train(d):
-    images = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz"))
-    images = images.unsqueeze(1).float().div_(255.0).sub_(0.2860).div_(0.3530)
-    return images, labels.long()
-
-
-class Cnn(nn.Module):
-    """examples/train_fashion_mnist.cpp's CNN."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc1 = nn.Linear(32 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(F.dropout(x, 0.25, self.training))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from fashion_mnist import Cnn, load_train  # noqa: E402
 
 
 def main() -> int:

@@ -15,10 +15,8 @@ Rank 0 prints the loss every --log-every steps and, at the end, one line
 which benchmarks/torch_backend_compare uses.
 """
 import argparse
-import gzip
 import os
 import statistics
-import struct
 import sys
 import time
 
@@ -30,38 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import gradwire.torch  # registers backend "gradwire" (and maps mpirun's variables)
 from gradwire.torch import hooks
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    nd = struct.unpack(">I", data[:4])[0] & 0xFF
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    return torch.frombuffer(bytearray(data[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
-
-
-def load_train(d):
-    images = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz"))
-    images = images.unsqueeze(1).float().div_(255.0).sub_(0.2860).div_(0.3530)
-    return images, labels.long()
-
-
-class Cnn(nn.Module):
-    """The CNN of examples/train_fashion_mnist.cpp and benchmarks/ddp_bench.py."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc1 = nn.Linear(32 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(F.dropout(x, 0.25, self.training))
+from fashion_mnist import Cnn, load_train  # examples/fashion_mnist.py, next to this script
 
 
 def main():

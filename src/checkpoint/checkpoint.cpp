@@ -35,6 +35,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "bootstrap/socket.h"  // UniqueFd, errno_text
 #include "checkpoint/format.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -50,22 +51,8 @@ std::string step_name(uint64_t step) { return fmt::format("step-{:012d}", step);
 std::string shard_name(int rank) { return fmt::format("shard-{:05d}.bin", rank); }
 constexpr const char* kManifest = "MANIFEST";
 
-std::string errno_text(int err) { return std::strerror(err); }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
+using bootstrap::errno_text;
+using Fd = bootstrap::UniqueFd;
 
 void fsync_dir(const std::string& dir) {
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

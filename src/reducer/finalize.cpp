@@ -224,12 +224,7 @@ void Reducer::Impl::write_back(bool full_results) {
 bool Reducer::Impl::rebuild() {
   rebuilt_ = true;
   const size_t n = gradients_.size();
-  uint64_t fingerprint = 1469598103934665603ull;  // FNV-1a over (elements, dtype)
-  for (const auto& s : specs_) {
-    for (uint64_t v : {uint64_t(s.elements), uint64_t(s.dtype)}) {
-      fingerprint = (fingerprint ^ v) * 1099511628211ull;
-    }
-  }
+  const uint64_t fingerprint = gradient_list_fingerprint(specs_);
   std::vector<int64_t> message(n + 1, 0);
   if (rank_ == 0) {
     std::vector<size_t> observed(ready_order_.begin(), ready_order_.begin() + ready_count_.load());

@@ -27,6 +27,11 @@
 
 namespace gradwire {
 
+// FNV-1a over every gradient's (elements, dtype): what ranks compare before
+// adopting rank 0's rebuilt order, and what a saved Reducer state must match
+// (state.cpp).
+uint64_t gradient_list_fingerprint(const std::vector<GradientSpec>& specs);
+
 class Reducer::Impl {
  public:
   Impl(Communicator& comm, std::vector<GradientInfo> gradients, ReducerOptions options);

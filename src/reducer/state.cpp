@@ -12,15 +12,15 @@
 
 namespace gradwire {
 
-namespace {
-
-uint64_t fingerprint(const std::vector<GradientSpec>& specs) {
+uint64_t gradient_list_fingerprint(const std::vector<GradientSpec>& specs) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over (elements, dtype)
   for (const auto& s : specs) {
     for (uint64_t v : {uint64_t(s.elements), uint64_t(s.dtype)}) h = (h ^ v) * 1099511628211ull;
   }
   return h;
 }
+
+namespace {
 
 std::string_view as_bytes(const std::vector<uint64_t>& v) {
   return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint64_t)};
@@ -31,7 +31,7 @@ std::string_view as_bytes(const std::vector<uint64_t>& v) {
 std::string Reducer::Impl::save_state() const {
   compress::StateWriter w("Reducer");
   w.u64("gradients", gradients_.size());
-  w.u64("fingerprint", fingerprint(specs_));
+  w.u64("fingerprint", gradient_list_fingerprint(specs_));
   std::vector<uint64_t> order, per_bucket;
   for (const PlannedBucket& b : plan_.buckets) {
     per_bucket.push_back(b.gradients.size());
@@ -51,7 +51,7 @@ void Reducer::Impl::load_state(std::string_view state) {
   compress::StateReader r(state, "Reducer", what);
   const uint64_t n = r.u64("gradients");
   const uint64_t fp = r.u64("fingerprint");
-  if (n != gradients_.size() || fp != fingerprint(specs_)) {
+  if (n != gradients_.size() || fp != gradient_list_fingerprint(specs_)) {
     raise(ErrorCode::InvalidArgument, "{}: the state is for {} gradients with other sizes or "
           "dtypes than this Reducer's {}: a checkpoint of a different model", what, n,
           gradients_.size());

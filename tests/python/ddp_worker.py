@@ -10,9 +10,7 @@ sums may associate differently). --hook fp16/bf16 runs gradwire's compress
 hook on the gradwire replica and torch's own hook on the gloo replica.
 """
 import argparse
-import gzip
 import os
-import struct
 import sys
 
 import torch
@@ -25,22 +23,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import gradwire.torch
 from gradwire.torch import hooks
 
-DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    nd = struct.unpack(">I", data[:4])[0] & 0xFF
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    return torch.frombuffer(bytearray(data[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+from fashion_mnist import DATA, load_train  # noqa: E402
 
 
 def load(n):
-    path = os.path.join(DATA, "train-images-idx3-ubyte.gz")
-    if os.path.exists(path):
-        images = read_idx(path)[:n].unsqueeze(1).float().div_(255.0).sub_(0.2860).div_(0.3530)
-        labels = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))[:n].long()
+    if os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
+        images, labels = load_train(DATA, n)
         return images, labels, "fashion-mnist"
     g = torch.Generator().manual_seed(0)
     return torch.randn(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g), "synthetic"
