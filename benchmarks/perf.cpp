@@ -117,10 +117,11 @@ int main(int argc, char** argv) {
   const std::string provider = comm->provider();
   if (root) {
     std::printf("# gradwire-perf: %s, %d ranks, provider %s, dtype %s, op %s, %d iterations "
-                "(%d warm-up)%s\n",
+                "(%d warm-up)%s%s\n",
                 a.coll.c_str(), n, provider.c_str(), std::string(to_string(a.dtype)).c_str(),
                 std::string(to_string(a.op)).c_str(), a.iters, a.warmup,
-                a.compare.empty() ? "" : ", compared with Open MPI");
+                a.compare.empty() ? "" : ", compared with Open MPI",
+                a.buffers == "shared" ? ", buffers from allocate_shared" : "");
     std::printf("# memory bandwidth probe (one core, 256 MiB): memcpy %.2f GB/s, a += b %.2f GB/s\n",
                 mem.memcpy_gbs, mem.add_gbs);
     std::printf("#%12s %12s %9s %7s %11s %9s %9s %7s  %s\n", "size", "count", "type", "redop",
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     for (size_t k = 0; k < sizes.size(); ++k) {
-      Buffers b = make_buffers(a, sizes[k], rank, n);
+      Buffers b = make_buffers(a, sizes[k], *comm);
       std::vector<Row> rows{run_gradwire(*comm, a, b)};
       if (a.compare == "mpi") rows.push_back(run_mpi(a, b, rank, n));
       for (auto& r : rows) {

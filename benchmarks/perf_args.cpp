@@ -33,7 +33,7 @@ size_t parse_size(const std::string& flag, const char* s) {
                "[-w warmup]\n"
                "         [-c 0|1] [-d dtype] [-o sum|avg|min|max|prod] [-z 0|1]\n"
                "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
-               "         [--provider NAME] [--compare mpi] [--json FILE]\n",
+               "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -61,6 +61,7 @@ Args parse_args(int argc, char** argv) {
       else if (k == "--provider") setenv("GRADWIRE_OFI_PROVIDER", v, 1);
       else if (k == "--compare") a.compare = v;
       else if (k == "--json") a.json = v;
+      else if (k == "--buffers") a.buffers = v;
       else usage("unknown flag " + k);
     } catch (const gradwire::Error& e) {
       usage(e.what());
@@ -74,6 +75,7 @@ Args parse_args(int argc, char** argv) {
     usage("unknown collective " + a.coll);
   }
   if (!a.compare.empty() && a.compare != "mpi") usage("--compare takes 'mpi'");
+  if (a.buffers != "private" && a.buffers != "shared") usage("--buffers takes private or shared");
   return a;
 }
 

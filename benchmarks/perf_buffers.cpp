@@ -43,7 +43,8 @@ double pattern(int rank, size_t i) { return double((size_t(rank) + i) % 7); }
 
 }  // namespace
 
-Buffers make_buffers(const Args& a, size_t bytes, int rank, int n) {
+Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm) {
+  const int rank = comm.rank(), n = comm.size();
   const size_t es = gradwire::element_size(a.dtype);
   Buffers b;
   b.count = bytes / es;
@@ -51,8 +52,17 @@ Buffers make_buffers(const Args& a, size_t bytes, int rank, int n) {
   if (a.coll == "reduce_scatter") b.recv_count = gradwire::shard_count(b.count, n, rank);
   if (a.coll == "allgather") b.send_count = gradwire::shard_count(b.count, n, rank);
   if (a.coll == "alltoall") b.send_count = b.recv_count = (b.count / n) * n;
-  b.send.resize(b.send_count * es);
-  b.recv.resize(b.recv_count * es);
+  if (a.buffers == "shared") {
+    b.send_shared = comm.allocate_shared(b.send_count * es);
+    b.recv_shared = comm.allocate_shared(b.recv_count * es);
+    b.send = {static_cast<std::byte*>(b.send_shared.data()), b.send_count * es};
+    b.recv = {static_cast<std::byte*>(b.recv_shared.data()), b.recv_count * es};
+  } else {
+    b.send_owned.resize(b.send_count * es);
+    b.recv_owned.resize(b.recv_count * es);
+    b.send = b.send_owned;
+    b.recv = b.recv_owned;
+  }
   const size_t first = a.coll == "allgather" ? gradwire::shard_offset(b.count, n, rank) : 0;
   for (size_t i = 0; i < b.send_count; ++i) store(a.dtype, b.send.data() + i * es, pattern(rank, first + i));
   return b;

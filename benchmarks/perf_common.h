@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct Args {
   std::string coll = "allreduce";
   std::string compare;  // "" or "mpi"
   std::string json;     // output file, or ""
+  // "private": std::vector memory; "shared": Communicator::allocate_shared
+  // (the direct path between the ranks of one host; Open MPI runs on the
+  // same buffers).
+  std::string buffers = "private";
 };
 Args parse_args(int argc, char** argv);
 
@@ -46,9 +51,11 @@ struct Buffers {
   size_t count = 0;       // elements of the full buffer
   size_t send_count = 0;  // elements this rank sends
   size_t recv_count = 0;  // elements this rank receives
-  std::vector<std::byte> send, recv;
+  std::span<std::byte> send, recv;
+  std::vector<std::byte> send_owned, recv_owned;           // --buffers private
+  gradwire::SharedBuffer send_shared, recv_shared;         // --buffers shared
 };
-Buffers make_buffers(const Args& a, size_t bytes, int rank, int world);
+Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm);
 
 // Small integers every dtype holds exactly: element i of rank r is (r+i)%7,
 // so sums over a few ranks are exact in every dtype. Returns the number of

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gradwire/options.h"
+#include "gradwire/shared_buffer.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
 
@@ -55,6 +56,15 @@ class Communicator {
   // every rank of this communicator, each passing the same list; returns
   // nullptr on ranks that are not members. Different lists: Mismatch.
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks);
+
+  // `bytes` of host memory that the other ranks of this host map too (see
+  // SharedBuffer): allreduce, reduce_scatter and allgather on such buffers
+  // run directly between the ranks' memory when every rank shares one host.
+  // Collective: every rank calls it, in the same order relative to other
+  // collectives (sizes may differ). Like NCCL's ncclMemAlloc or an MPI
+  // shared window; elsewhere (ranks on several hosts, no /dev/shm) it
+  // returns private memory and says why in the log.
+  SharedBuffer allocate_shared(size_t bytes);
 
   // recv[i] = op over ranks of send[i], i < count.
   Work allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);

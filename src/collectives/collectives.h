@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "collectives/context.h"
+#include "core/shared_windows.h"
 #include "gradwire/types.h"
 
 namespace gradwire::collectives {
@@ -19,6 +20,23 @@ void allgather(Context& ctx, const void* send, void* recv, size_t count, DataTyp
 void broadcast(Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
 void alltoall(Context& ctx, const void* send, void* recv, size_t count_per_rank, DataType dtype);
 void barrier(Context& ctx);
+
+// The direct path between the shared buffers of one host (direct.cpp).
+enum class DirectKind : uint8_t { Allreduce = 1, ReduceScatter = 2, Allgather = 3 };
+struct DirectCall {
+  DirectKind kind;
+  const void* send;
+  void* recv;
+  size_t count;  // as passed to the collective
+  DataType dtype;
+  ReduceOp op;
+  shared::Location send_at, recv_at;  // window kNoWindow: not in a shared buffer
+};
+// Handshakes with the other ranks (Note [the direct handshake]) and runs
+// the collective straight between their buffers if every rank's buffers
+// allow it; returns false (having touched no buffer) if not, and the caller
+// runs the transport algorithm. Mismatch if ranks disagree on the call.
+bool run_direct(Context& ctx, const shared::Windows& windows, const DirectCall& call);
 
 // Building blocks shared between collectives.
 void allreduce_recursive_doubling(Context& ctx, void* data, size_t count, DataType dtype,

@@ -117,6 +117,30 @@ void Context::progress_or_fail(const Request& blocking) {
   }
 }
 
+void Context::wait_for(const std::function<bool()>& done, int peer,
+                       std::string_view waiting_for) {
+  uint32_t idle = 0;
+  while (!done()) {
+    if (++idle > 20000) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (idle > 2000) {
+      sched_yield();
+    }
+    if ((idle & 255u) != 0) continue;
+    if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
+      raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while waiting for rank {} {}: "
+            "{}", what_, peer, waiting_for, *interrupt_reason_);
+    }
+    if (deadline_.expired()) {
+      raise(ErrorCode::Timeout,
+            "{} timed out after {:.1f} s waiting for rank {} {}{}{}; likely cause: rank {} died, "
+            "is stuck, or called a different collective (GRADWIRE_TIMEOUT_S sets the deadline)",
+            what_, std::chrono::duration<double>(options_.timeout).count(), peer, waiting_for,
+            algorithm_.empty() ? "" : " in ", algorithm_, peer);
+    }
+  }
+}
+
 void Context::stalled(const Request* oldest_recv, std::span<const Request> sends) {
   const Request* blocking = oldest_recv;
   for (size_t i = 0; blocking == nullptr && i < sends.size(); ++i) {

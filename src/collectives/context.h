@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -96,6 +97,11 @@ class Context {
   // For pipelined loops that could do nothing this round: progress_or_fail
   // on the oldest receive still expected (if any), else on a pending send.
   void stalled(const Request* oldest_recv, std::span<const Request> sends);
+  // Waits until `done()` holds, for memory another process writes (the
+  // direct path's flags): spins, then yields, then sleeps briefly (Note
+  // [backoff when idle]); deadline and interrupt are checked as in
+  // progress_or_fail. On expiry: Timeout naming `peer` and `waiting_for`.
+  void wait_for(const std::function<bool()>& done, int peer, std::string_view waiting_for);
   // Throws if `req` failed or a receive got fewer bytes than posted.
   void check(const Request& req) const;
 

@@ -276,7 +276,31 @@ void require_buffer(const CommunicatorImpl& c, std::string_view op, const char* 
         rule);
 }
 
+// Note [the direct path] in collectives/direct.cpp: once allocate_shared()
+// has mapped the ranks' control segments, every allreduce, reduce_scatter
+// and allgather handshakes through them, whatever its buffers, so all ranks
+// decide together whether it runs directly.
+struct Direct {
+  std::shared_ptr<shared::Windows> windows;
+  collectives::DirectCall call;
+};
+
+Direct direct_call(CommunicatorImpl& c, collectives::DirectKind kind, const void* send,
+                   size_t send_bytes, void* recv, size_t recv_bytes, size_t count, DataType dtype,
+                   ReduceOp op) {
+  Direct d{c.direct_windows(), {kind, send, recv, count, dtype, op, {}, {}}};
+  if (d.windows) {
+    d.call.send_at = d.windows->find(send, send_bytes).value_or(shared::Location{});
+    d.call.recv_at = d.windows->find(recv, recv_bytes).value_or(shared::Location{});
+  }
+  return d;
+}
+
 }  // namespace
+
+SharedBuffer Communicator::allocate_shared(size_t bytes) {
+  return SharedBuffer(shared::allocate(*impl_, bytes));
+}
 
 Work Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                              ReduceOp op) {
@@ -287,7 +311,10 @@ Work Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "allreduce", "send == recv");
   if (auto* gpu = transport::nccl::route(c, "allreduce", {send, recv}))
     return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op});
+  const auto direct = direct_call(c, collectives::DirectKind::Allreduce, send, bytes, recv, bytes,
+                                  count, dtype, op);
   return c.submit("allreduce", describe(count, dtype, op), [=](collectives::Context& ctx) {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
     collectives::allreduce(ctx, send, recv, count, dtype, op);
   }, {fr::Op::Allreduce, dtype, op, true, -1, count});
 }
@@ -305,7 +332,10 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, Da
     bad_overlap(c, "reduce_scatter", "recv == send + shard_offset(count, size, rank)");
   if (auto* gpu = transport::nccl::route(c, "reduce_scatter", {send, recv}))
     return gpu->submit({Collective::Kind::ReduceScatter, send, recv, count, dtype, op});
+  const auto direct = direct_call(c, collectives::DirectKind::ReduceScatter, send, bytes, recv,
+                                  shard, count, dtype, op);
   return c.submit("reduce_scatter", describe(count, dtype, op), [=](collectives::Context& ctx) {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
     collectives::reduce_scatter(ctx, send, recv, count, dtype, op);
   }, {fr::Op::ReduceScatter, dtype, op, true, -1, count});
 }
@@ -322,7 +352,10 @@ Work Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
     bad_overlap(c, "allgather", "send == recv + shard_offset(count, size, rank)");
   if (auto* gpu = transport::nccl::route(c, "allgather", {send, recv}))
     return gpu->submit({Collective::Kind::AllGather, send, recv, count, dtype});
+  const auto direct = direct_call(c, collectives::DirectKind::Allgather, send, shard, recv, bytes,
+                                  count, dtype, ReduceOp::Sum);
   return c.submit("allgather", describe(count, dtype), [=](collectives::Context& ctx) {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
     collectives::allgather(ctx, send, recv, count, dtype);
   }, {fr::Op::Allgather, dtype, ReduceOp::Sum, false, -1, count});
 }

@@ -12,6 +12,7 @@
 #include "collectives/context.h"
 #include "core/engine.h"
 #include "core/flight_recorder.h"
+#include "core/shared_windows.h"
 #include "core/watchdog.h"
 #include "gradwire/communicator.h"
 #include "transport/transport.h"
@@ -61,6 +62,15 @@ class CommunicatorImpl {
   // the first one (Note [lazy NCCL communicator]), both in transport/nccl/.
   std::mutex nccl_mu;
   transport::nccl::BackendPtr nccl;
+  // Windows of allocate_shared(), created by its first call (core/shared_windows.h).
+  std::mutex shared_mu;
+  std::shared_ptr<shared::Windows> shared;
+  // The windows if their direct path is on (read at submission: every rank
+  // turns it on with the same collective allocate_shared call).
+  std::shared_ptr<shared::Windows> direct_windows() {
+    std::lock_guard<std::mutex> lk(shared_mu);
+    return shared && shared->active() ? shared : nullptr;
+  }
 
  private:
   void fail_communicator(const std::string& reason, uint32_t seq, ErrorCode code);

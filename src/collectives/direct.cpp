@@ -1,0 +1,203 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Note [the direct path]: when every rank of a communicator shares one host
+// and passes buffers from allocate_shared(), a collective needs no messages:
+// each rank reads its peers' inputs where they lie and writes results
+// straight into its peers' outputs. Per rank, a 2-rank allreduce then reads
+// its half of both inputs once and writes each result element twice (its
+// own output and the peer's), where the transport path copies the peer's
+// half into scratch, reduces from there and copies the other half back:
+// half the memory traffic, and no per-message protocol.
+//   allreduce: rank r reduces block r of all inputs (in rank order, so the
+//              value does not depend on who computes it) into a small
+//              scratch chunk, then copies the chunk into every rank's output;
+//              each element is computed once, so all ranks end bitwise equal.
+//   reduce_scatter: rank r reduces block r of all inputs into its output.
+//   allgather: rank r copies every peer's shard into its own output.
+// reduce_scatter and allgather only read peers' memory, so only their send
+// buffers need to be shared; allreduce writes peers' outputs, so both.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "collectives/plan.h"
+#include "core/errors.h"
+#include "kernels/cpu/reduce.h"
+
+namespace gradwire::collectives {
+
+namespace {
+
+using shared::Control;
+using shared::Descriptor;
+
+// Elements are reduced in chunks of this many bytes: the scratch chunk
+// stays in L2 while it is copied out to every rank.
+constexpr size_t kChunkBytes = size_t(64) << 10;
+
+const char* kind_name(uint8_t k) {
+  switch (DirectKind(k)) {
+    case DirectKind::Allreduce: return "allreduce";
+    case DirectKind::ReduceScatter: return "reduce_scatter";
+    case DirectKind::Allgather: return "allgather";
+  }
+  return "?";
+}
+
+std::string describe(const Descriptor& d) {
+  return fmt::format("{} of {} x {}{}{}", kind_name(d.kind), d.count,
+                     to_string(DataType(d.dtype)), d.kind == uint8_t(DirectKind::Allgather) ? "" : " ",
+                     d.kind == uint8_t(DirectKind::Allgather) ? "" : to_string(ReduceOp(d.op)));
+}
+
+// Note [the direct handshake]: each rank writes its Descriptor (what it
+// calls, with which buffers) into its control segment, in the slot of this
+// sequence number's parity, then raises `arrived` to seq + 1; it reads its
+// peers' descriptors once their `arrived` reaches seq + 1. A peer cannot
+// overwrite that slot before we are done reading it: it would first have to
+// finish this collective and the next one with this parity, and both need
+// this rank's data. Every rank then holds the same n descriptors and makes
+// the same decision. After the transfers each rank raises `departed` and
+// waits for everyone's: only then is no peer still reading this rank's input
+// or writing its output, and the caller may reuse them.
+std::vector<Descriptor> handshake(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
+  const int n = ctx.size(), r = ctx.rank();
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  Control& me = w.control(r);
+  me.desc[seq1 % 2] = mine;
+  me.desc[seq1 % 2].seq1 = seq1;
+  me.arrived.store(seq1, std::memory_order_release);
+  std::vector<Descriptor> all(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) {
+      all[p] = me.desc[seq1 % 2];
+      continue;
+    }
+    Control& peer = w.control(p);
+    ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
+                 "to enter this collective");
+    all[p] = peer.desc[seq1 % 2];
+    if (all[p].seq1 != seq1) {
+      raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
+            "likely cause: ranks called different collectives", ctx.what(), p, all[p].seq1 - 1,
+            seq1 - 1);
+    }
+  }
+  return all;
+}
+
+void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
+  for (size_t p = 1; p < all.size(); ++p) {
+    const Descriptor &a = all[0], &b = all[p];
+    if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
+        (a.kind != uint8_t(DirectKind::Allgather) && a.op != b.op)) {
+      raise(ErrorCode::Mismatch, "{}: ranks called different collectives: rank 0 {}, rank {} {}",
+            ctx.what(), describe(a), p, describe(b));
+    }
+  }
+}
+
+void depart(Context& ctx, const shared::Windows& w) {
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
+  for (int p = 0; p < ctx.size(); ++p) {
+    if (p == ctx.rank()) continue;
+    Control& peer = w.control(p);
+    ctx.wait_for([&] { return peer.departed.load(std::memory_order_acquire) >= seq1; }, p,
+                 "to finish this collective");
+  }
+}
+
+// Fold of block [first, first + len) over every rank's input, in rank order,
+// into `dst` (scratch or the caller's output), chunk by chunk via `emit`.
+template <typename Emit>
+void reduce_block(Context& ctx, const std::vector<const std::byte*>& in, size_t first, size_t len,
+                  DataType dtype, ReduceOp op, Emit emit) {
+  const size_t es = element_size(dtype);
+  const size_t chunk = std::max<size_t>(1, kChunkBytes / es);
+  std::byte* tmp = ctx.scratch(chunk * es);
+  const int n = int(in.size());
+  for (size_t x = 0; x < len; x += chunk) {
+    const size_t c = std::min(chunk, len - x);
+    const size_t at = (first + x) * es;
+    kernels::reduce(tmp, in[0] + at, in[1] + at, c, dtype, op);
+    for (int k = 2; k < n; ++k) kernels::reduce(tmp, tmp, in[k] + at, c, dtype, op);
+    if (op == ReduceOp::Avg) kernels::divide(tmp, c, dtype, n);
+    emit(x, tmp, c * es);
+  }
+}
+
+}  // namespace
+
+bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& call) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t es = element_size(call.dtype);
+  Descriptor mine;
+  mine.kind = uint8_t(call.kind);
+  mine.dtype = uint8_t(call.dtype);
+  mine.op = uint8_t(call.op);
+  mine.count = call.count;
+  mine.send_window = call.send_at.window;
+  mine.send_offset = call.send_at.offset;
+  mine.recv_window = call.recv_at.window;
+  mine.recv_offset = call.recv_at.offset;
+  const std::vector<Descriptor> all = handshake(ctx, w, mine);
+  check_same_call(ctx, all);
+
+  // Direct only if every rank's buffers lie in the same window, so every
+  // rank maps them all (a window is released rank by rank).
+  const bool needs_recv = call.kind == DirectKind::Allreduce;
+  for (const auto& d : all) {
+    if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) return false;
+    if (needs_recv &&
+        (d.recv_window == Descriptor::kNoWindow || d.recv_window != all[0].recv_window)) {
+      return false;
+    }
+  }
+  ctx.set_algorithm("direct");
+
+  const Blocks blocks = shard_blocks(call.count, n);
+  const size_t send_bytes =
+      call.kind == DirectKind::Allgather ? 0 : call.count * es;  // per-rank sizes below
+  std::vector<const std::byte*> in(n);
+  std::vector<std::byte*> out(n);
+  for (int p = 0; p < n; ++p) {
+    const size_t sb = call.kind == DirectKind::Allgather ? blocks.count[p] * es : send_bytes;
+    in[p] = w.address(p, all[p].send_window, all[p].send_offset, sb);
+    if (needs_recv) out[p] = w.address(p, all[p].recv_window, all[p].recv_offset, call.count * es);
+    if (!in[p] || (needs_recv && !out[p])) {
+      raise(ErrorCode::Mismatch, "{}: rank {}'s buffer does not fit its shared window; likely "
+            "cause: ranks passed different counts", ctx.what(), p);
+    }
+  }
+  // Our own buffers are the caller's pointers (a window maps them, too).
+  in[r] = static_cast<const std::byte*>(call.send);
+  auto* recv = static_cast<std::byte*>(call.recv);
+  if (needs_recv) out[r] = recv;
+
+  const size_t first = blocks.offset[r], len = blocks.count[r];
+  switch (call.kind) {
+    case DirectKind::Allreduce:
+      if (n == 1) break;
+      reduce_block(ctx, in, first, len, call.dtype, call.op,
+                   [&](size_t x, const std::byte* tmp, size_t bytes) {
+                     for (int p = 0; p < n; ++p) std::memcpy(out[p] + (first + x) * es, tmp, bytes);
+                   });
+      break;
+    case DirectKind::ReduceScatter:
+      reduce_block(ctx, in, first, len, call.dtype, call.op,
+                   [&](size_t x, const std::byte* tmp, size_t bytes) {
+                     std::memcpy(recv + x * es, tmp, bytes);
+                   });
+      break;
+    case DirectKind::Allgather:
+      for (int p = 0; p < n; ++p) {
+        std::byte* dst = recv + blocks.offset[p] * es;
+        if (dst != in[p] && blocks.count[p] > 0) std::memcpy(dst, in[p], blocks.count[p] * es);
+      }
+      break;
+  }
+  depart(ctx, w);
+  return true;
+}
+
+}  // namespace gradwire::collectives
