@@ -7,9 +7,9 @@
 #     200 results must be bitwise identical to run 1's;
 #  3. 100 % of them dropped: every rank must fail with Timeout within the
 #     deadline (GRADWIRE_TIMEOUT_S=5), not hang.
-# Delay, jitter and reordering need tc netem, which this kernel lacks
-# (sch_netem); nftables can only drop. Skips (exit 77) without root,
-# network namespaces or nftables.
+# Delay, jitter and reordering (and loss among them) are netem.sh's, which
+# emulates tc netem over NFQUEUE (this kernel lacks sch_netem; nftables can
+# only drop). Skips (exit 77) without root, network namespaces or nftables.
 #
 #   netfault.sh GWLAUNCH WORKLOAD
 set -uo pipefail
