@@ -26,7 +26,7 @@ def main() -> int:
     others = [i for i in impls if not i.startswith("gradwire")]
     head = f'{"collective":>15} {"ranks":>5} {"bytes":>11} ' + " ".join(f"{i[:22]:>22}" for i in impls)
     # "shm/mpi": gradwire on shm divided by Open MPI.
-    head += "".join(f' {g.split("(")[-1][:-1][:8] + "/" + o[:6]:>16}' for g in ours for o in others)
+    head += "".join(f' {g.split("(")[-1][:-1][:10] + "/" + o[:6]:>18}' for g in ours for o in others)
     print("# busbw in GB/s; ratio columns: gradwire busbw / other busbw (higher is better for gradwire)")
     print(head)
     for key in sorted(cells):
@@ -37,9 +37,9 @@ def main() -> int:
         for g in ours:
             for o in others:
                 if g in row and o in row and row[o]["busbw_gbs"] > 0:
-                    line += f' {row[g]["busbw_gbs"] / row[o]["busbw_gbs"]:>15.2f}x'
+                    line += f' {row[g]["busbw_gbs"] / row[o]["busbw_gbs"]:>17.2f}x'
                 else:
-                    line += f'{"-":>17}'
+                    line += f'{"-":>19}'
         print(line)
     return 0
 

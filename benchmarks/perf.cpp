@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
         finish_row(r, sizes[k], b.count, a, n);
         wrong_all += r.wrong;
         if (root) print_row(r, a);
-        json_rows.push_back(json_row(r, a, n, provider));
+        // compare.py and plot.py tell the direct path apart by this label.
+        json_rows.push_back(json_row(r, a, n, a.buffers == "shared" ? provider + "+direct" : provider));
       }
       if (rows.size() == 2 && rows[0].available && rows[1].available && root) {
         std::printf("#%12s gradwire/mpi busbw ratio %.2fx\n", "", rows[0].busbw / rows[1].busbw);

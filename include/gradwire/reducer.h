@@ -179,6 +179,11 @@ struct ReducerOptions {
   // reduce_scatter instead of allreduce: after finalize() this rank holds only
   // its shard of each Bucket (see Reducer::shard).
   bool sharded = false;
+  // Buckets come from Communicator::allocate_shared(), so when every rank
+  // shares one host the default hook's allreduce / reduce_scatter runs the
+  // direct path (Note [the direct path] in src/collectives/direct.cpp); on
+  // several hosts the allocation is private memory and nothing changes.
+  bool shared_buckets = true;
   // Synchronise only every k-th backward pass (1 = every one); the passes in
   // between behave as under no_sync().
   int sync_every_k_steps = 1;

@@ -79,7 +79,14 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
     auto b = std::make_unique<Bucket>();
     b->elements = pb.elements;
     b->dtype = pb.dtype;
-    b->data.resize(pb.elements * element_size(pb.dtype));
+    const size_t bytes = pb.elements * element_size(pb.dtype);
+    if (options_.shared_buckets) {
+      b->memory = comm_.allocate_shared(bytes);  // collective: every rank allocates the same plan
+      b->data = {b->memory.as<std::byte>(), bytes};
+    } else {
+      b->owned.resize(bytes);
+      b->data = b->owned;
+    }
     b->shard_offset = shard_offset(pb.elements, world_, rank_);
     b->shard_count = shard_count(pb.elements, world_, rank_);
     // The parts of gradients that fall into this rank's shard.

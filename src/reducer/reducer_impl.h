@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "core/deadline.h"
@@ -66,7 +67,9 @@ class Reducer::Impl {
   };
 
   struct Bucket {
-    std::vector<std::byte> data;
+    SharedBuffer memory;            // what `data` points into, if shared_buckets
+    std::vector<std::byte> owned;   // ... or this
+    std::span<std::byte> data;
     std::vector<std::byte> scratch;  // for comm hooks (BucketContext::scratch)
     size_t elements = 0;
     DataType dtype = DataType::Float32;
