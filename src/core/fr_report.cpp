@@ -210,11 +210,12 @@ std::string call(const DumpEntry& e) {
 }
 
 // The peer an error message says a rank was waiting for: the first
-// "waiting for data from rank N" or "sending to rank N" in it.
+// "waiting for data from rank N", "sending to rank N" or (the direct path,
+// Context::wait_for) "waiting for rank N" in it.
 std::optional<int> waited_for(const std::string& error) {
   std::optional<int> found;
   size_t best = std::string::npos;
-  for (std::string_view phrase : {"waiting for data from rank ", "sending to rank "}) {
+  for (std::string_view phrase : {"waiting for data from rank ", "sending to rank ", "waiting for rank "}) {
     for (size_t at = error.find(phrase); at != std::string::npos;
          at = error.find(phrase, at + 1)) {
       if (at >= best) break;

@@ -87,8 +87,17 @@ int main(int argc, char** argv) {
   }
   const int rank = comm->rank();
   std::vector<float> buf(4096, 1.0f);
+  float* data = buf.data();
+  // GW_TEST_SHARED_BUFFERS=1: the same faults on the direct path (buffers
+  // from allocate_shared; waits on peers' flags instead of messages).
+  gradwire::SharedBuffer shared;
+  if (const char* v = std::getenv("GW_TEST_SHARED_BUFFERS"); v && std::string(v) == "1") {
+    shared = comm->allocate_shared(buf.size() * sizeof(float));
+    data = shared.as<float>();
+    std::fill(data, data + buf.size(), 1.0f);
+  }
   auto allreduce = [&](size_t n = 4096, DataType dt = DataType::Float32) {
-    return comm->allreduce(buf.data(), buf.data(), n, dt, ReduceOp::Sum);
+    return comm->allreduce(data, data, n, dt, ReduceOp::Sum);
   };
   comm->barrier().wait();
   const auto t0 = Clock::now();
