@@ -50,6 +50,10 @@ class Communicator {
   // The libfabric provider in use, e.g. "shm" or "tcp;ofi_rxm".
   std::string provider() const;
   const Options& options() const;
+  // Hosts the ranks run on (Options::host_id), and whether large allreduces
+  // run hierarchically across them (Options::hierarchical).
+  int host_count() const;
+  bool hierarchical() const;
 
   // A sub-communicator of the listed ranks (ranks of this communicator, in
   // the new rank order), like torch.distributed.new_group. Collective over

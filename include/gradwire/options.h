@@ -29,6 +29,14 @@ struct Options {
   // require it (GRADWIRE_OFI_REGISTER=always|auto). "always" exercises the
   // registration path that EFA needs on providers that do not.
   bool always_register = false;
+  // When the ranks span several hosts with the same number of ranks on
+  // each, large allreduces run hierarchically: reduce-scatter inside each
+  // host (shm), allreduce between hosts (one stream per local rank), then
+  // allgather inside each host (GRADWIRE_HIERARCHICAL=auto|off). A host is
+  // what gethostname() says, or GRADWIRE_HOST_ID where set (containers that
+  // share a hostname, emulated hosts in tests).
+  bool hierarchical = true;
+  std::string host_id;  // "" = gethostname() (GRADWIRE_HOST_ID)
   // spdlog level: trace, debug, info, warn, error, off (GRADWIRE_LOG_LEVEL).
   std::string log_level = "warn";
 

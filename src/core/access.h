@@ -12,6 +12,9 @@ namespace gradwire::detail {
 
 struct CommunicatorAccess {
   static CommunicatorImpl& impl(Communicator& comm) { return *comm.impl_; }
+  static std::unique_ptr<Communicator> wrap(std::unique_ptr<CommunicatorImpl> impl) {
+    return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+  }
 };
 
 }  // namespace gradwire::detail

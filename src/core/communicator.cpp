@@ -7,9 +7,11 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/plan.h"
 #include "core/communicator_impl.h"
 #include "core/errors.h"
 #include "core/fingerprint.h"
+#include "core/hierarchical.h"
 #include "core/logging.h"
 #include "core/setup.h"
 #include "core/trace.h"
@@ -228,8 +230,12 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 std::string Communicator::provider() const { return impl_->transport->properties().provider; }
 const Options& Communicator::options() const { return impl_->options; }
+int Communicator::host_count() const { return impl_->host_count; }
+bool Communicator::hierarchical() const { return impl_->host_local != nullptr; }
 void Communicator::abort(const std::string& reason) {
   transport::nccl::abort(*impl_, reason);  // device collectives too
+  if (impl_->host_local) impl_->host_local->abort(reason);
+  if (impl_->cross_host) impl_->cross_host->abort(reason);
   impl_->abort(reason);
 }
 
@@ -313,8 +319,18 @@ Work Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op});
   const auto direct = direct_call(c, collectives::DirectKind::Allreduce, send, bytes, recv, bytes,
                                   count, dtype, op);
+  // Note [hierarchical allreduce]; small buffers stay latency-optimal.
+  const bool hierarchical = c.host_local && count > 0 &&
+                            collectives::choose_allreduce(bytes, c.size, c.options) ==
+                                collectives::Algorithm::Ring;
+  CommunicatorImpl* world = &c;  // outlives its queued collectives
   return c.submit("allreduce", describe(count, dtype, op), [=](collectives::Context& ctx) {
     if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
+    if (hierarchical) {
+      ctx.set_algorithm("hierarchical");
+      hierarchical_allreduce(*world, send, recv, count, dtype, op);
+      return;
+    }
     collectives::allreduce(ctx, send, recv, count, dtype, op);
   }, {fr::Op::Allreduce, dtype, op, true, -1, count});
 }

@@ -27,7 +27,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_CPU_KERNELS",     "GRADWIRE_FR_SIZE",      "GRADWIRE_FR_DIR",
     "GRADWIRE_DEBUG",           "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",    "GRADWIRE_STALL_SHUTDOWN_S",  // read by the Reducer
-    "GRADWIRE_TRACE_DIR",
+    "GRADWIRE_TRACE_DIR",       "GRADWIRE_HIERARCHICAL", "GRADWIRE_HOST_ID",
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
 };
@@ -118,6 +118,13 @@ Options Options::with_env_overrides() const {
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_OFI_REGISTER='{}' must be 'auto' or 'always'", v);
   }
   if (const char* v = env("GRADWIRE_LOG_LEVEL")) o.log_level = v;
+  if (const char* v = env("GRADWIRE_HIERARCHICAL")) {
+    std::string_view s(v);
+    if (s == "auto") o.hierarchical = true;
+    else if (s == "off") o.hierarchical = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_HIERARCHICAL='{}' must be 'auto' or 'off'", v);
+  }
+  if (const char* v = env("GRADWIRE_HOST_ID")) o.host_id = v;
   if (const char* v = env("GRADWIRE_FR_SIZE")) {
     errno = 0;
     char* end = nullptr;

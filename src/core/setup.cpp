@@ -7,7 +7,9 @@
 #include <set>
 
 #include "collectives/collectives.h"
+#include "core/access.h"
 #include "core/errors.h"
+#include "core/hierarchy.h"
 #include "core/logging.h"
 #include "core/trace.h"
 #include "gradwire/version.h"
@@ -55,6 +57,8 @@ std::vector<std::string> split_fields(const std::string& s, char sep) {
   return out;
 }
 
+void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& hosts);
+
 std::unique_ptr<transport::Transport> open_transport(const FabricChoice& fabric,
                                                      const Options& options, int rank) {
   transport::ofi::Config cfg;
@@ -92,7 +96,8 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
   log().info("joining a world of {} through {}", size, boot->describe());
 
   // Exchange what every rank must agree on before opening the fabric.
-  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}", version(), hostname(),
+  const std::string host = options.host_id.empty() ? hostname() : options.host_id;
+  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}", version(), host,
                                         options.provider, options.iface);
   auto hellos = boot->allgather(hello, Deadline::after(options.timeout));
   std::vector<std::string> versions, hosts, providers, ifaces;
@@ -128,8 +133,77 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
       .wait();
   trace::write_manifest(options, size, impl->transport->properties().provider,
                         impl->bootstrap->describe());
+  if (options.hierarchical) {
+    build_hierarchy(*impl, hosts);
+  } else {
+    impl->host_count = int(plan_hierarchy(hosts, rank).host_groups.size());
+  }
   return impl;
 }
+
+namespace {
+
+// Opens this rank's endpoint for the group `members` (parent ranks, in the
+// group's rank order; empty: this rank is in no group of this call),
+// exchanges every rank's address over the parent (collective over it) and
+// connects. Returns nullptr on non-members.
+std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
+                                             const std::vector<int>& members,
+                                             const FabricChoice& fabric, const std::string& name) {
+  auto it = std::find(members.begin(), members.end(), parent.rank);
+  const int child_rank = it == members.end() ? -1 : int(it - members.begin());
+  std::unique_ptr<transport::Transport> tr;
+  std::string my_address;
+  if (child_rank >= 0) {
+    tr = open_transport(fabric, parent.options, child_rank);
+    my_address = tr->address();
+  }
+  // Non-members take part in the exchange with an empty blob.
+  auto blobs = parent.allgather_blobs(my_address);
+  if (child_rank < 0) return nullptr;
+  std::vector<std::string> addresses;
+  for (int r : members) addresses.push_back(blobs[size_t(r)]);
+  tr->connect(addresses);
+  auto impl = std::make_unique<CommunicatorImpl>(parent.options, child_rank, int(members.size()),
+                                                 name, nullptr, std::move(tr), fabric.iface);
+  impl->world_rank = parent.world_rank;
+  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
+               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
+      .wait();
+  return impl;
+}
+
+// The communicators of Note [hierarchical allreduce]: ranks of one host over
+// shm (where this libfabric has it), and the l-th ranks of every host over
+// the world's provider.
+void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& hosts) {
+  Hierarchy h = plan_hierarchy(hosts, world.rank);
+  world.host_count = int(h.host_groups.size());
+  if (!h.use) {
+    if (h.host_groups.size() > 1) log().info("flat collectives across hosts: {}", h.why_not);
+    return;
+  }
+  const auto providers = transport::ofi::available_providers();
+  const bool have_shm = std::find(providers.begin(), providers.end(), "shm") != providers.end();
+  FabricChoice local{have_shm ? "shm" : world.transport->properties().provider,
+                     have_shm ? "" : world.iface};
+  FabricChoice cross{world.transport->properties().provider, world.iface};
+  const auto& mine = h.host_groups[size_t(h.host)];
+  const auto& peers = h.cross_groups[size_t(h.local_rank)];
+  ++world.children;
+  auto host_local = join_group(world, mine, local,
+                               fmt::format("host-local {} [{}]", world.children, join_ranks(mine)));
+  ++world.children;
+  auto cross_host = join_group(world, peers, cross,
+                               fmt::format("cross-host {} [{}]", world.children, join_ranks(peers)));
+  world.host_local = detail::CommunicatorAccess::wrap(std::move(host_local));
+  world.cross_host = detail::CommunicatorAccess::wrap(std::move(cross_host));
+  world.hierarchy = std::move(h);
+  log().info("hierarchical allreduce: {} hosts x {} ranks (host-local over {}, cross-host over {})",
+             world.hierarchy.host_groups.size(), mine.size(), local.provider, cross.provider);
+}
+
+}  // namespace
 
 std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vector<int>& ranks) {
   std::set<int> seen;
@@ -149,33 +223,10 @@ std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vec
   const std::string list = join_ranks(ranks);
   require_same(parent.allgather_blobs(fmt::format("{}:{}", ranks.size(), list)),
                "the rank list passed to split()", parent.rank);
-
-  auto it = std::find(ranks.begin(), ranks.end(), parent.rank);
-  const int child_rank = it == ranks.end() ? -1 : int(it - ranks.begin());
-  const int child_size = int(ranks.size());
   ++parent.children;
   const std::string name = fmt::format("group {} [{}]", parent.children, list);
-
   FabricChoice fabric{parent.transport->properties().provider, parent.iface};
-  std::unique_ptr<transport::Transport> tr;
-  std::string my_address;
-  if (child_rank >= 0) {
-    tr = open_transport(fabric, parent.options, child_rank);
-    my_address = tr->address();
-  }
-  // Non-members take part in the exchange with an empty blob.
-  auto blobs = parent.allgather_blobs(my_address);
-  if (child_rank < 0) return nullptr;
-  std::vector<std::string> addresses;
-  for (int r : ranks) addresses.push_back(blobs[size_t(r)]);
-  tr->connect(addresses);
-  auto impl = std::make_unique<CommunicatorImpl>(parent.options, child_rank, child_size, name,
-                                                 nullptr, std::move(tr), parent.iface);
-  impl->world_rank = parent.world_rank;
-  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
-               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
-      .wait();
-  return impl;
+  return join_group(parent, ranks, fabric, name);
 }
 
 }  // namespace gradwire::setup

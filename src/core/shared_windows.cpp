@@ -82,9 +82,11 @@ size_t page_round(size_t bytes) {
 // Which machine and kernel this process runs on: ranks with the same
 // identity can share /dev/shm (a private /dev/shm per container is caught
 // when a peer's segment does not open).
-std::string host_identity() {
+std::string host_identity(const CommunicatorImpl& comm) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
+  // Emulated hosts (GRADWIRE_HOST_ID) stay apart, as they would on a cluster.
+  if (!comm.options.host_id.empty()) return comm.options.host_id;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string boot;
   std::getline(f, boot);
@@ -159,7 +161,7 @@ struct Exchanged {
 Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id) {
   const int n = comm.size, me = comm.rank;
   Created mine = create_segment(bytes, id);
-  const std::string blob = fmt::format("{}\n{}\n{}\n{}", host_identity(), mine.name, bytes,
+  const std::string blob = fmt::format("{}\n{}\n{}\n{}", host_identity(comm), mine.name, bytes,
                                        mine.error);
   const std::vector<std::string> all = comm.allgather_blobs(blob);
   Exchanged out;

@@ -168,6 +168,16 @@ TEST_P(Movement, Alltoall) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, Movement, ::testing::ValuesIn(gradwire::kAllDataTypes),
                          [](const auto& info) { return std::string(gradwire::to_string(info.param)); });
 
+// GW_TEST_EXPECT_HOSTS=H (set by the emulated-host tests): the world spans
+// H hosts and large allreduces run hierarchically.
+TEST(Collectives, HierarchyMatchesTheLaunch) {
+  const char* v = std::getenv("GW_TEST_EXPECT_HOSTS");
+  if (!v) GTEST_SKIP() << "not an emulated-host launch";
+  auto& w = world();
+  EXPECT_EQ(w.host_count(), std::atoi(v));
+  EXPECT_TRUE(w.hierarchical());
+}
+
 TEST(Collectives, LargeAllreduceFloat32) {
   auto& w = world();
   const size_t count = (size_t(1) << 22) + 3;  // 16 MiB + 12 B

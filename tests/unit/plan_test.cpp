@@ -4,6 +4,7 @@
 
 #include "collectives/context.h"
 #include "collectives/plan.h"
+#include "core/hierarchy.h"
 #include "core/setup.h"
 
 namespace gradwire::collectives {
@@ -96,6 +97,32 @@ TEST(Plan, FabricChoice) {
   EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "", {"a", "a"}).iface, "lo");
   EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "eth1", {"a", "a"}).iface, "eth1");
   EXPECT_EQ(choose_fabric("efa", "", {"a", "b"}).provider, "efa");
+}
+
+// Note [hierarchical allreduce]: groups by host, used only for H > 1 hosts
+// of the same L > 1 ranks each.
+TEST(Plan, HierarchyGroupsRanksByHost) {
+  // Ranks interleaved across hosts: groups keep rank order within a host.
+  const std::vector<std::string> hosts{"a", "b", "a", "b", "a", "b"};
+  Hierarchy h = plan_hierarchy(hosts, 3);
+  ASSERT_TRUE(h.use) << h.why_not;
+  EXPECT_EQ(h.host_groups, (std::vector<std::vector<int>>{{0, 2, 4}, {1, 3, 5}}));
+  EXPECT_EQ(h.cross_groups, (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ(h.host, 1);
+  EXPECT_EQ(h.local_rank, 1);
+  // Every rank computes the same groups.
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(plan_hierarchy(hosts, r).cross_groups, h.cross_groups);
+}
+
+TEST(Plan, HierarchyOnlyWhenItHelps) {
+  EXPECT_FALSE(plan_hierarchy({"a", "a", "a"}, 0).use);  // one host
+  EXPECT_FALSE(plan_hierarchy({"a", "b", "c"}, 0).use);  // one rank per host
+  Hierarchy uneven = plan_hierarchy({"a", "a", "a", "b"}, 3);
+  EXPECT_FALSE(uneven.use);
+  EXPECT_NE(uneven.why_not.find("different numbers"), std::string::npos) << uneven.why_not;
+  EXPECT_EQ(uneven.host_groups.size(), 2u);
+  EXPECT_TRUE(plan_hierarchy({"x", "x", "y", "y"}, 0).use);
+  EXPECT_TRUE(plan_hierarchy({}, 0).host_groups.empty());
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Emulated hosts for Note [hierarchical allreduce] (src/core/hierarchy.cpp):
+# two network namespaces joined by a veth pair, each a "host" with its own
+# address and host identity (GRADWIRE_HOST_ID), two ranks in each. The world
+# runs over tcp;ofi_rxm across the veth; each host's ranks talk over shm;
+# large allreduces go hierarchical. Runs the multi-rank collective suite
+# (every collective, in place and out of place, sizes 0 to past the ring
+# threshold) and checks the world saw 2 hosts and went hierarchical.
+# Skips (exit 77) without root, network namespaces or veth.
+#
+#   hosts.sh RANK_TESTS [gtest flags...]
+set -uo pipefail
+tests=$1
+shift
+ns=(gwhostA$$ gwhostB$$) addr=(10.78.0.1 10.78.0.2) dev=gw0 port=29510
+tmp=$(mktemp -d)
+cleanup() {
+  for n in "${ns[@]}"; do ip netns del "$n" 2> /dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+ip netns add "${ns[0]}" 2> /dev/null ||
+  { echo "SKIP: cannot create a network namespace (root and CAP_NET_ADMIN needed)"; exit 77; }
+ip netns add "${ns[1]}" || exit 1
+ip link add $dev netns "${ns[0]}" type veth peer name $dev netns "${ns[1]}" 2> /dev/null ||
+  { echo "SKIP: cannot create a veth pair (CONFIG_VETH)"; exit 77; }
+for h in 0 1; do
+  ip -n "${ns[h]}" link set lo up
+  ip netns exec "${ns[h]}" sysctl -qw net.ipv6.conf.$dev.disable_ipv6=1
+  ip -n "${ns[h]}" addr add "${addr[h]}/24" dev $dev
+  ip -n "${ns[h]}" link set $dev up
+done
+for h in 0 1; do
+  for _ in $(seq 100); do ip -n "${ns[h]}" link show $dev | grep -q 'state UP' && break; sleep 0.05; done
+done
+
+secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+pids=()
+for r in 0 1 2 3; do
+  h=$((r / 2))
+  ip netns exec "${ns[h]}" env RANK=$r LOCAL_RANK=$((r % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 \
+    MASTER_ADDR="${addr[0]}" MASTER_PORT=$port GRADWIRE_JOB_SECRET="$secret" \
+    GRADWIRE_HOST_ID="emulated-host-$h" GRADWIRE_OFI_PROVIDER='tcp;ofi_rxm' GRADWIRE_OFI_IFACE=$dev \
+    GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=info GW_TEST_EXPECT_HOSTS=2 \
+    timeout 600 "$tests" "$@" > "$tmp/rank$r" 2>&1 &
+  pids+=($!)
+done
+rc=0
+# One failing rank: give the others 20 s to fail on their own, then stop them.
+wait -n "${pids[@]}" || { rc=1; sleep 20; for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done; }
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for r in 0 1 2 3; do
+  echo "=== rank $r ($(grep -o 'hierarchical allreduce: .*' "$tmp/rank$r" || echo 'no hierarchy'))"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure|error' "$tmp/rank$r" | head -20
+done
+(( rc == 0 )) || { echo "FAIL: a rank failed; rank 0's full output:"; cat "$tmp/rank0"; exit 1; }
+for r in 0 1 2 3; do
+  grep -q 'hierarchical allreduce: 2 hosts x 2 ranks' "$tmp/rank$r" ||
+    { echo "FAIL: rank $r did not set up the hierarchy"; exit 1; }
+done
+echo "emulated hosts: 2 hosts x 2 ranks, hierarchical, all tests passed"
