@@ -18,15 +18,6 @@ using gradwire::ReduceOp;
 
 const size_t kCounts[] = {0, 1, 2, 3, 5, 7, 64, 1000, 4099, 20000, 70001};
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<DataType, ReduceOp>>& info) {
-  return std::string(gradwire::to_string(std::get<0>(info.param))) + "_" +
-         std::string(gradwire::to_string(std::get<1>(info.param)));
-}
-
-uint64_t seed_of(DataType dt, ReduceOp op, size_t count, int salt) {
-  return (uint64_t(dt) << 40) ^ (uint64_t(op) << 32) ^ (count * 2654435761u) ^ uint64_t(salt);
-}
-
 class Reduction : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
 
 TEST_P(Reduction, Allreduce) {
@@ -96,13 +87,7 @@ TEST_P(Movement, Allgather) {
       SCOPED_TRACE(::testing::Message() << "count " << count << (in_place ? " in place" : ""));
       const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 3);
       // Rank r contributes its shard of its own random buffer.
-      std::vector<std::byte> expect(count * es);
-      for (int r = 0; r < w.size(); ++r) {
-        auto full = make_input(dt, ReduceOp::Sum, count, r, seed);
-        const size_t off = gradwire::shard_offset(count, w.size(), r) * es;
-        const size_t len = gradwire::shard_count(count, w.size(), r) * es;
-        if (len > 0) std::memcpy(expect.data() + off, full.data() + off, len);
-      }
+      const std::vector<std::byte> expect = expected_allgather(dt, count, w.size(), seed);
       const size_t off = gradwire::shard_offset(count, w.size(), w.rank()) * es;
       const size_t len = gradwire::shard_count(count, w.size(), w.rank()) * es;
       std::vector<std::byte> out(count * es, std::byte{0x5a});

@@ -17,15 +17,6 @@ using gradwire::SharedBuffer;
 
 const size_t kCounts[] = {0, 1, 3, 7, 1000, 4099, 70001};
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<DataType, ReduceOp>>& info) {
-  return std::string(gradwire::to_string(std::get<0>(info.param))) + "_" +
-         std::string(gradwire::to_string(std::get<1>(info.param)));
-}
-
-uint64_t seed_of(DataType dt, ReduceOp op, size_t count, int salt) {
-  return (uint64_t(dt) << 40) ^ (uint64_t(op) << 32) ^ (count * 2654435761u) ^ uint64_t(salt);
-}
-
 // allocate_shared is collective: every rank allocates the same sequence.
 SharedBuffer shared_copy(const std::vector<std::byte>& bytes, size_t min_bytes = 0) {
   SharedBuffer b = world().allocate_shared(std::max(bytes.size(), min_bytes));
@@ -109,13 +100,8 @@ TEST_P(DirectMovement, Allgather) {
     for (bool in_place : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "count " << count << (in_place ? " in place" : ""));
       const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 13);
-      std::vector<std::byte> expect(count * es);
-      for (int r = 0; r < w.size(); ++r) {
-        auto full = make_input(dt, ReduceOp::Sum, count, r, seed);
-        const size_t off = gradwire::shard_offset(count, w.size(), r) * es;
-        const size_t len = gradwire::shard_count(count, w.size(), r) * es;
-        if (len > 0) std::memcpy(expect.data() + off, full.data() + off, len);
-      }
+      // Rank r contributes its shard of its own random buffer.
+      const std::vector<std::byte> expect = expected_allgather(dt, count, w.size(), seed);
       const size_t off = gradwire::shard_offset(count, w.size(), w.rank()) * es;
       const size_t len = gradwire::shard_count(count, w.size(), w.rank()) * es;
       if (in_place) {

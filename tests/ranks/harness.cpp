@@ -190,6 +190,29 @@ Reference reduce_reference(DataType dt, ReduceOp op, size_t count, int world, ui
                                        << first_bad;
 }
 
+std::string case_name(
+    const ::testing::TestParamInfo<std::tuple<gradwire::DataType, gradwire::ReduceOp>>& info) {
+  return std::string(gradwire::to_string(std::get<0>(info.param))) + "_" +
+         std::string(gradwire::to_string(std::get<1>(info.param)));
+}
+
+uint64_t seed_of(gradwire::DataType dt, gradwire::ReduceOp op, size_t count, int salt) {
+  return (uint64_t(dt) << 40) ^ (uint64_t(op) << 32) ^ (count * 2654435761u) ^ uint64_t(salt);
+}
+
+std::vector<std::byte> expected_allgather(gradwire::DataType dt, size_t count, int world,
+                                          uint64_t seed) {
+  const size_t es = gradwire::element_size(dt);
+  std::vector<std::byte> expect(count * es);
+  for (int r = 0; r < world; ++r) {
+    auto full = make_input(dt, gradwire::ReduceOp::Sum, count, r, seed);
+    const size_t off = gradwire::shard_offset(count, world, r) * es;
+    const size_t len = gradwire::shard_count(count, world, r) * es;
+    if (len > 0) std::memcpy(expect.data() + off, full.data() + off, len);
+  }
+  return expect;
+}
+
 ::testing::AssertionResult identical_on_all_ranks(gradwire::Communicator& comm, const void* data,
                                                   size_t bytes) {
   const int n = comm.size();

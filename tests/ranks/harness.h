@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gradwire/gradwire.h"
@@ -58,6 +60,15 @@ void expect_error(Fn&& fn, gradwire::ErrorCode code, const char* needle) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
 }
+
+// "float32_sum": the name of a (dtype, op) test case.
+std::string case_name(const ::testing::TestParamInfo<std::tuple<gradwire::DataType, gradwire::ReduceOp>>& info);
+// A reproducible seed per test case (`salt` tells the collectives apart).
+uint64_t seed_of(gradwire::DataType dt, gradwire::ReduceOp op, size_t count, int salt);
+// What an allgather of `count` elements returns on every rank when rank r
+// contributes its shard of make_input(dt, Sum, count, r, seed).
+std::vector<std::byte> expected_allgather(gradwire::DataType dt, size_t count, int world,
+                                          uint64_t seed);
 
 // True if every rank of `comm` holds the same bytes (checked by allgather).
 ::testing::AssertionResult identical_on_all_ranks(gradwire::Communicator& comm, const void* data,

@@ -10,6 +10,7 @@
 #
 #   hosts.sh RANK_TESTS [gtest flags...]
 set -uo pipefail
+source "$(dirname "$0")/netns_pair.sh"
 tests=$1
 shift
 ns=(gwhostA$$ gwhostB$$) addr=(10.78.0.1 10.78.0.2) dev=gw0 port=29510
@@ -19,20 +20,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-ip netns add "${ns[0]}" 2> /dev/null ||
-  { echo "SKIP: cannot create a network namespace (root and CAP_NET_ADMIN needed)"; exit 77; }
-ip netns add "${ns[1]}" || exit 1
-ip link add $dev netns "${ns[0]}" type veth peer name $dev netns "${ns[1]}" 2> /dev/null ||
-  { echo "SKIP: cannot create a veth pair (CONFIG_VETH)"; exit 77; }
-for h in 0 1; do
-  ip -n "${ns[h]}" link set lo up
-  ip netns exec "${ns[h]}" sysctl -qw net.ipv6.conf.$dev.disable_ipv6=1
-  ip -n "${ns[h]}" addr add "${addr[h]}/24" dev $dev
-  ip -n "${ns[h]}" link set $dev up
-done
-for h in 0 1; do
-  for _ in $(seq 100); do ip -n "${ns[h]}" link show $dev | grep -q 'state UP' && break; sleep 0.05; done
-done
+netns_pair "${ns[0]}" "${ns[1]}" "${addr[0]}" "${addr[1]}" $dev
 
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 pids=()

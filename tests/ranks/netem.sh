@@ -17,6 +17,7 @@
 #
 #   netem.sh NFQ_NETEM WORKLOAD FAULT
 set -uo pipefail
+source "$(dirname "$0")/netns_pair.sh"
 nfq_netem=$1 workload=$2 fault=$3
 case $fault in
   delay)          netem=(--delay-ms 5);                 expect=(delayed);;
@@ -37,23 +38,7 @@ trap cleanup EXIT
 iptables=
 for c in iptables iptables-legacy; do command -v $c > /dev/null && { iptables=$c; break; }; done
 [[ -n $iptables ]] || { echo "SKIP: iptables not installed"; exit 77; }
-ip netns add "${ns[0]}" 2> /dev/null || { echo "SKIP: cannot create a network namespace (root and CAP_NET_ADMIN needed)"; exit 77; }
-ip netns add "${ns[1]}" || exit 1
-# Both ends are called gw0: every rank must name the same interface
-# (GRADWIRE_OFI_IFACE). No IPv6 on it: the iptables rules are IPv4's.
-ip link add $dev netns "${ns[0]}" type veth peer name $dev netns "${ns[1]}" 2> /dev/null ||
-  { echo "SKIP: cannot create a veth pair (CONFIG_VETH)"; exit 77; }
-for r in 0 1; do
-  ip -n "${ns[r]}" link set lo up
-  ip netns exec "${ns[r]}" sysctl -qw net.ipv6.conf.$dev.disable_ipv6=1
-  ip -n "${ns[r]}" addr add "${addr[r]}/24" dev $dev
-  ip -n "${ns[r]}" link set $dev up
-done
-# The carrier comes up asynchronously (linkwatch, up to a second), and
-# libfabric offers no domain on an interface that is not running yet.
-for r in 0 1; do
-  for _ in $(seq 100); do ip -n "${ns[r]}" link show $dev | grep -q 'state UP' && break; sleep 0.05; done
-done
+netns_pair "${ns[0]}" "${ns[1]}" "${addr[0]}" "${addr[1]}" $dev
 # The fabric's TCP connections on gw0, not the store's (either direction).
 # Note [queue on the way in]: packets are held where they arrive (INPUT),
 # not where they leave (OUTPUT). A packet held on OUTPUT still belongs to
