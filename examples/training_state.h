@@ -16,10 +16,10 @@
 namespace training_state {
 
 // Parameters and buffers under their dotted names. Loading copies into the
-// existing tensors: Module::load would re-point them at new storage
-// (Tensor::set_), which detaches them from what DistributedDataParallel's
-// autograd hooks were registered on, and the first resumed step would then
-// average nothing.
+// existing tensors, so parameter storage (and with it any alias the
+// training loop holds) stays where it is; torch::load would re-point it
+// (Tensor::set_), which DistributedDataParallel also survives (Note [hooks
+// survive set_] in src/torch/distributed_data_parallel.cpp).
 inline std::string module_bytes(torch::nn::Module& m) {
   torch::serialize::OutputArchive archive;
   for (const auto& p : m.named_parameters()) archive.write("param:" + p.key(), p.value());

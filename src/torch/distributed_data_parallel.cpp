@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <atomic>
+#include <mutex>
 #include <utility>
 
 #include "consistency.h"
@@ -35,6 +36,8 @@ struct DistributedDataParallel::State {
   // alive keeps our hook on the node autograd will use (as c10d does).
   std::vector<NodePtr> accumulators;
   std::vector<uintptr_t> hook_keys;
+  std::vector<unsigned> tensor_hooks;  // Note [hooks survive set_]
+  std::mutex hook_mu;                  // accumulators, hook_keys
   std::unique_ptr<Reducer> reducer;
   // gradient_as_bucket_view: parameter i's Bucket memory as a tensor, for
   // the plan generation `views_generation`.
@@ -45,6 +48,7 @@ struct DistributedDataParallel::State {
   std::unique_ptr<std::atomic<bool>[]> marked;
   std::atomic<bool> callback_queued{false};
 
+  void attach(size_t i);
   void on_gradient(size_t i);
   void on_backward_done();
   void hand_over(size_t i, ::torch::Tensor& grad);
@@ -127,26 +131,46 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   if (s.options.gradient_as_bucket_view) s.refresh_views();
 
   State* raw = state_.get();  // the hooks are removed in the destructor
+  s.accumulators.resize(s.params.size());
+  s.hook_keys.resize(s.params.size());
   for (size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = autograd::impl::grad_accumulator(s.params[i]);
-    if (!acc) {
+    if (!autograd::impl::grad_accumulator(s.params[i])) {
       throw Error(ErrorCode::InvalidArgument,
                   s.where() + ": parameter " + s.names[i] + " has no gradient accumulator "
                   "(is it a leaf tensor that requires grad?)");
     }
-    s.hook_keys.push_back(acc->add_post_hook(std::make_unique<autograd::utils::LambdaPostHook>(
-        [raw, i](const autograd::variable_list& outputs, const autograd::variable_list&) {
-          raw->on_gradient(i);
-          return outputs;
-        })));
-    s.accumulators.push_back(std::move(acc));
+    s.attach(i);
+    s.tensor_hooks.push_back(
+        s.params[i].register_hook([raw, i](const ::torch::Tensor&) { raw->attach(i); }));
   }
+}
+
+// Note [hooks survive set_]: our hook sits on the parameter's gradient
+// accumulator, which the parameter holds only weakly, and in-place ops that
+// may change a tensor's metadata drop it: Tensor::set_ does, and
+// torch::load (Module::load) loads parameters with set_. The next backward
+// then makes a fresh accumulator without our hook, and the step would
+// silently average nothing. A tensor hook lives on the parameter itself
+// and runs before the accumulator on every backward, so it re-attaches our
+// hook to whichever accumulator autograd is about to run.
+void DistributedDataParallel::State::attach(size_t i) {
+  NodePtr acc = autograd::impl::grad_accumulator(params[i]);
+  std::lock_guard<std::mutex> lk(hook_mu);
+  if (!acc || acc == accumulators[i]) return;
+  if (accumulators[i]) accumulators[i]->del_post_hook(hook_keys[i]);
+  hook_keys[i] = acc->add_post_hook(std::make_unique<autograd::utils::LambdaPostHook>(
+      [this, i](const autograd::variable_list& outputs, const autograd::variable_list&) {
+        on_gradient(i);
+        return outputs;
+      }));
+  accumulators[i] = std::move(acc);
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   State& s = *state_;
+  for (size_t i = 0; i < s.tensor_hooks.size(); ++i) s.params[i].remove_hook(s.tensor_hooks[i]);
   for (size_t i = 0; i < s.accumulators.size(); ++i) {
-    s.accumulators[i]->del_post_hook(s.hook_keys[i]);
+    if (s.accumulators[i]) s.accumulators[i]->del_post_hook(s.hook_keys[i]);
   }
   if (s.options.gradient_as_bucket_view) {
     // .grad must not outlive the Bucket memory it aliases.

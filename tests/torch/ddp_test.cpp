@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "gradwire/gradwire.h"
 #include "gradwire/torch/distributed_data_parallel.h"
@@ -384,6 +385,40 @@ TEST(DDPConstruction, MismatchedShapesNameTheParameter) {
     EXPECT_NE(what.find("b.weight [5, 4]"), std::string::npos) << what;
     EXPECT_NE(what.find("b.weight [4, 4]"), std::string::npos) << what;
     EXPECT_NE(what.find("rank " + std::to_string(n - 1) + " has"), std::string::npos) << what;
+  }
+}
+
+// Resuming from a checkpoint after wrapping: torch::load re-points every
+// parameter at new storage (Tensor::set_) under the DDP module's hooks. The
+// next step must still average, with views or without.
+TEST(DDPConstruction, SurvivesTorchLoadAfterConstruction) {
+  const int n = world().size(), rank = world().rank();
+  const int64_t b = 3;
+  for (bool views : {false, true}) {
+    ::torch::manual_seed(1);
+    Net model(::torch::kFloat);
+    DDPOptions o;
+    o.gradient_as_bucket_view = views;
+    DistributedDataParallel ddp(model, world(), o);
+    ::torch::manual_seed(7);  // other weights, the same on every rank
+    Net saved(::torch::kFloat);
+    std::stringstream checkpoint;
+    ::torch::save(saved, checkpoint);
+    ::torch::load(model, checkpoint);
+    Net reference(::torch::kFloat);
+    copy_parameters(reference, model);
+    EXPECT_TRUE(close(model->parameters(), saved->parameters(), names(model), 0, 0));
+    for (int step = 0; step < 2; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = ::torch::Tensor();
+      for (auto& p : reference->parameters()) p.mutable_grad() = ::torch::Tensor();
+      auto [x, y] = global_batch(step, n * b, ::torch::kFloat);
+      ::torch::mse_loss(model->forward(x.narrow(0, rank * b, b)), y.narrow(0, rank * b, b))
+          .backward();
+      ::torch::mse_loss(reference->forward(x), y).backward();
+      EXPECT_EQ(ddp.reducer().step(), uint64_t(step + 1));
+      EXPECT_TRUE(close(grads(model), grads(reference), names(model), 1e-6, 1e-6))
+          << "views=" << views << " step " << step;
+    }
   }
 }
 
