@@ -95,6 +95,7 @@ Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
       if (job::failed_flag().load(std::memory_order_acquire)) {
         raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
       }
+      last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in core/reach.h
       if (options.debug_detail && info.op != fr::Op::Other) {
         check_fingerprint(ctx, make_fingerprint(seq, info));
       }
@@ -106,8 +107,17 @@ Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
       // so no user buffer is written later, and refuse further collectives.
       recorder.done(record, false);
       trace_end(false);
-      fail_communicator(e.what(), seq, e.code());
-      throw;
+      // Note [reach report] in core/reach.h: which ranks had reached this
+      // collective, before the failure is published (so the ranks it
+      // interrupts repeat it), unless another rank's report caused it.
+      std::string reach;
+      if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
+          !job::failed_flag().load(std::memory_order_acquire)) {
+        reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
+      }
+      fail_communicator(e.what() + reach, seq, e.code());
+      if (reach.empty()) throw;
+      throw Error(e.code(), e.message() + reach);
     } catch (const std::exception& e) {
       recorder.done(record, false);
       trace_end(false);

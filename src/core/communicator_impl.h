@@ -49,6 +49,13 @@ class CommunicatorImpl {
     if (!watchdog_->stop()) (void)bootstrap.release();  // Note [watchdog]
   }
   void engine_stuck(const std::string& what);
+  // Note [reach report] in core/reach.h: the sequence number of the last
+  // collective the engine started (-1: none yet), published by the watchdog.
+  std::atomic<int64_t> last_started{-1};
+  // Shared with the watchdog thread, and outliving it if it is detached:
+  // the engine thread asks for reach reports through this, never through
+  // watchdog_ (which a stuck communicator releases).
+  const std::shared_ptr<Watchdog::Shared> watchdog_state = std::make_shared<Watchdog::Shared>();
   // The communicator's rank in the world, for messages and dumps.
   int world_rank = 0;
 

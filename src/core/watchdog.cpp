@@ -5,12 +5,15 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
+#include <vector>
 
 #include "bootstrap/store.h"
 #include "core/communicator_impl.h"
 #include "core/errors.h"
 #include "core/flight_recorder.h"
 #include "core/logging.h"
+#include "core/reach.h"
 
 namespace gradwire {
 
@@ -188,7 +191,8 @@ bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
 }  // namespace job
 
 Watchdog::Watchdog(CommunicatorImpl& comm, bootstrap::Store* store)
-    : sh_(std::make_shared<Shared>()), store_(store), rank_(comm.rank), options_(comm.options) {
+    : sh_(comm.watchdog_state), store_(store), rank_(comm.rank), options_(comm.options) {
+  sh_->has_store = store != nullptr;  // before the thread starts: no lock needed
   if (store) {
     // A new world is a new job: its first failure is news again. A process
     // that heard of another rank's failure stays failed (it should exit).
@@ -240,16 +244,78 @@ bool Watchdog::stop() {
   return true;
 }
 
+namespace {
+
+std::string unknown_reach(std::string_view why) {
+  return fmt::format(" (which ranks reached it is unknown: {})", why);
+}
+
+// Note [reach report]: every other rank's last started collective, as far
+// as it can be read before kReachGather has passed. Throws Error when the
+// store is gone.
+std::string gather_reach(bootstrap::Store& store, const std::string& comm, int rank, int size,
+                         const std::string& label, int64_t seq) {
+  const auto give_up = std::chrono::steady_clock::now() + reach::kReachGather;
+  std::vector<std::optional<int64_t>> last(static_cast<size_t>(size));
+  last[size_t(rank)] = seq;  // the failing collective runs here
+  bool cut = false;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    if (std::chrono::steady_clock::now() >= give_up) {
+      cut = true;
+      break;
+    }
+    if (auto v = store.try_get(reach::progress_key(comm, r))) {
+      last[size_t(r)] = reach::parse_progress(*v);
+    }
+  }
+  return "; " + reach::sentence(label, seq, last,
+                                cut ? fmt::format("not published, or not read within {:.1f} s",
+                                                  reach::kReachGather.count() / 1000.0)
+                                    : "no progress published");
+}
+
+constexpr const char* kStoreGone =
+    "the job's store stopped answering; a TCP store is served by rank 0";
+
+}  // namespace
+
+std::string Watchdog::reach_report(Shared& sh, std::string_view label, uint32_t seq) {
+  std::unique_lock<std::mutex> lk(sh.mu);
+  if (!sh.has_store) return sh.store_gone.empty() ? "" : unknown_reach(sh.store_gone);
+  if (sh.stop) return unknown_reach("the communicator was shutting down");
+  const uint64_t id = ++sh.asked;
+  sh.ask_label = std::string(label);
+  sh.ask_seq = seq;
+  sh.cv.notify_all();
+  sh.cv.wait_for(lk, reach::kReachWait, [&] { return sh.answered >= id || sh.stop; });
+  if (sh.answered >= id) return sh.answer;
+  if (sh.stop) return unknown_reach("the communicator was shutting down");
+  return unknown_reach(fmt::format("the store did not answer within {:.1f} s",
+                                   reach::kReachWait.count() / 1000.0));
+}
+
 void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store) {
   using namespace std::chrono;
   auto next_poll = steady_clock::now();
   bool stuck_reported = false;
   const Options options = comm->options;
-  const int rank = comm->rank;
+  const int rank = comm->rank, size = comm->size;
+  const std::string name = comm->name;
+  int64_t published = -1;  // the progress last written to the store
+  auto drop_store = [&] {  // under sh->mu
+    store = nullptr;
+    sh->has_store = false;
+    sh->store_gone = kStoreGone;
+  };
   for (;;) {
+    int64_t progress = -1;
+    uint64_t ask = 0;
+    std::string ask_label;
+    int64_t ask_seq = 0;
     {
       std::unique_lock<std::mutex> lk(sh->mu);
-      sh->cv.wait_for(lk, milliseconds(100), [&] { return sh->stop; });
+      sh->cv.wait_for(lk, milliseconds(100), [&] { return sh->stop || sh->asked != sh->answered; });
       if (sh->stop) return;
       // Under sh->mu: the communicator cannot be destroyed meanwhile.
       if (!stuck_reported) {
@@ -259,6 +325,38 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
           comm->engine_stuck(what);
         }
       }
+      progress = comm->last_started.load(std::memory_order_relaxed);
+      if (sh->asked != sh->answered) {
+        if (store) {
+          ask = sh->asked;
+          ask_label = sh->ask_label;
+          ask_seq = sh->ask_seq;
+          sh->in_store = true;
+        } else {
+          sh->answer = unknown_reach(sh->store_gone.empty() ? kStoreGone : sh->store_gone);
+          sh->answered = sh->asked;
+          sh->cv.notify_all();
+        }
+      }
+    }
+    if (ask) {
+      std::string answer;
+      bool alive = true;
+      try {
+        answer = gather_reach(*store, name, rank, size, ask_label, ask_seq);
+      } catch (const Error& e) {
+        log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
+        answer = unknown_reach(kStoreGone);
+        alive = false;
+      }
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->in_store = false;
+        sh->answer = std::move(answer);
+        sh->answered = ask;
+        if (!alive) drop_store();
+      }
+      sh->cv.notify_all();
     }
     if (store && (steady_clock::now() >= next_poll || job::pending())) {
       next_poll = steady_clock::now() + seconds(1);
@@ -267,11 +365,21 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         if (sh->stop) return;
         sh->in_store = true;
       }
-      const bool alive = job::exchange(*store, rank, options);
+      bool alive = job::exchange(*store, rank, options);
+      // Note [reach report]: at most one write a second, and only a change.
+      if (alive && progress >= 0 && progress != published) {
+        try {
+          store->set(reach::progress_key(name, rank), std::to_string(progress));
+          published = progress;
+        } catch (const Error& e) {
+          log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
+          alive = false;
+        }
+      }
       {
         std::lock_guard<std::mutex> lk(sh->mu);
         sh->in_store = false;
-        if (!alive) store = nullptr;
+        if (!alive) drop_store();
       }
       sh->cv.notify_all();
     }

@@ -11,7 +11,11 @@
 //     A rank that sees another rank's failure dumps its flight recorder (so
 //     the diagnosis shows where it was) and interrupts its collectives,
 //     which fail with the reported error's code (Timeout, PeerLost,
-//     Mismatch) naming the reporting rank and its error.
+//     Mismatch) naming the reporting rank and its error;
+//  3. (same communicators) publishes in that round which collective this
+//     rank last started, and on request reads the other ranks' to say in
+//     a failed collective's error which ranks had reached it (Note [reach
+//     report] in core/reach.h).
 // Under mpirun there is no store: ranks blocked in the failed collective
 // reach its deadline on their own; a rank elsewhere learns at its next
 // collective. The store is only touched by this thread, never by the engine,
@@ -20,6 +24,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,7 +86,8 @@ std::optional<FailureReport> parse_failure_report(std::string_view value);
 
 class Watchdog {
  public:
-  // `store` may be null (sub-communicators, mpirun). Starts the thread.
+  // `store` may be null (sub-communicators, mpirun). Starts the thread,
+  // which shares comm.watchdog_state.
   Watchdog(CommunicatorImpl& comm, bootstrap::Store* store);
   // Stops the thread. If it is inside a store call (rank 0 hung), it is
   // detached after a short wait instead of joined: then detached() is true
@@ -91,13 +97,30 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
   bool stop();  // false: detached (see above)
 
- private:
+  // What the watchdog thread shares with its owner and the engine thread.
+  // Owned by a shared_ptr (CommunicatorImpl::watchdog_state) so that it
+  // outlives a detached thread.
   struct Shared {
     std::mutex mu;
-    std::condition_variable cv;
+    std::condition_variable cv;  // every waiter has its own predicate: notify_all
     bool stop = false;
     bool in_store = false;
+    // Note [reach report] in core/reach.h.
+    bool has_store = false;  // false also once the store stopped answering
+    std::string store_gone;  // why it stopped, if it did
+    uint64_t asked = 0, answered = 0;  // requests; the latest wins
+    std::string ask_label;              // "allreduce #22"
+    int64_t ask_seq = 0;
+    std::string answer;
   };
+  // What to append to the error of collective `label` (sequence number
+  // `seq`) of this watchdog's communicator: "; <reach::sentence>", or
+  // " (which ranks reached it is unknown: <why>)" when the store gives no
+  // answer within reach::kReachWait, or "" without a store. Blocks up to
+  // kReachWait; any thread but the watchdog's.
+  static std::string reach_report(Shared& sh, std::string_view label, uint32_t seq);
+
+ private:
   static void loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store);
 
   std::shared_ptr<Shared> sh_;

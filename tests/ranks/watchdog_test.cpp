@@ -7,11 +7,20 @@
 //   watchdog_test sigkill    rank 1 SIGKILLs itself during allreduces: the
 //                            others fail with PeerLost or Timeout
 //   watchdog_test sigstop    rank 1 SIGSTOPs itself: the others fail with
-//                            Timeout naming rank 1, then SIGKILL it
+//                            Timeout naming rank 1 and saying that ranks 0
+//                            and 2 reached the collective and rank 1 did
+//                            not (Note [reach report]), then SIGKILL it
+//   watchdog_test sigstop-store  the same with rank 0, which serves the
+//                            store: the others' errors say, at most 2 s
+//                            after their deadline, that which ranks reached
+//                            the collective is unknown (the store did not
+//                            answer in time, or failed once rank 0 was
+//                            killed)
 //   watchdog_test idle       rank 1 skips an allreduce and stays idle: the
 //                            others time out; rank 1 hears of it through the
 //                            store, dumps, and its next collective fails
-//                            with Aborted naming the reporting rank
+//                            with Aborted naming the reporting rank; all
+//                            say that rank 1 did not reach allreduce #2
 //   watchdog_test extra|op|count|dtype
 //                            rank 0 calls an extra allreduce / rank 1 calls
 //                            broadcast instead of allreduce / counts differ /
@@ -27,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,11 +80,22 @@ int judge(int rank, const std::string& mode, const Error* e, std::vector<ErrorCo
   return ok ? 0 : 1;
 }
 
+// Note [reach report]: "allreduce #N: reached by ranks 0, 2; not reached by
+// rank 1 (last seen starting #N-1)", for the collective the error is about.
+std::string reach_sentence(const Error& e) {
+  std::smatch m;
+  const std::string what = e.what();
+  if (!std::regex_search(what, m, std::regex("allreduce #([0-9]+)"))) return "allreduce #?";
+  const int n = std::stoi(m[1]);
+  return "allreduce #" + std::to_string(n) + ": reached by ranks 0, 2; not reached by rank 1 " +
+         "(last seen starting #" + std::to_string(n - 1) + ")";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|idle|extra|op|count|dtype\n");
+    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|sigstop-store|idle|extra|op|count|dtype\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -102,13 +123,21 @@ int main(int argc, char** argv) {
   comm->barrier().wait();
   const auto t0 = Clock::now();
 
-  if (mode == "sigkill" || mode == "sigstop") {
-    if (rank == 1) {
+  if (mode == "sigkill" || mode == "sigstop" || mode == "sigstop-store") {
+    const bool store_stops = mode == "sigstop-store";
+    const int victim = store_stops ? 0 : 1, killer = store_stops ? 1 : 0;
+    if (rank == victim) {
       for (int i = 0; i < 20; ++i) allreduce().wait();
       if (mode == "sigkill") raise(SIGKILL);
       std::ofstream(fr_dir() + "/stopped.pid") << getpid() << "\n";
+      // Idle a while first, as a rank that hangs outside a collective
+      // would: its watchdog publishes its progress once a second (Note
+      // [reach report]); one frozen sooner would show an earlier collective.
+      // Rank 0 stops 0.5 s before the others' deadline: their reading of
+      // the store then hangs, and only the 2 s bound ends it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(store_stops ? 2500 : 2000));
       raise(SIGSTOP);
-      return 1;  // never: rank 0 kills it
+      return 1;  // never: the killer kills it
     }
     int code = 1;
     try {
@@ -118,11 +147,14 @@ int main(int argc, char** argv) {
       if (mode == "sigkill") {
         code = judge(rank, mode, &e, {ErrorCode::PeerLost, ErrorCode::Timeout},
                      {"allreduce #"}, t0);
+      } else if (store_stops) {
+        code = judge(rank, mode, &e, {ErrorCode::Timeout},
+                     {"allreduce #", "(which ranks reached it is unknown: "}, t0);
       } else {
-        code = judge(rank, mode, &e, {ErrorCode::Timeout}, {"rank 1"}, t0);
+        code = judge(rank, mode, &e, {ErrorCode::Timeout}, {"rank 1", reach_sentence(e)}, t0);
       }
     }
-    if (mode == "sigstop" && rank == 0) {
+    if (mode != "sigkill" && rank == killer) {
       int pid = 0;
       std::ifstream(fr_dir() + "/stopped.pid") >> pid;
       if (pid > 0) kill(pid, SIGKILL);
@@ -139,14 +171,16 @@ int main(int argc, char** argv) {
         allreduce().wait();
         return judge(rank, mode, nullptr, {}, {}, t0);
       } catch (const Error& e) {
-        return judge(rank, mode, &e, {ErrorCode::Aborted}, {"reported a failure", "allreduce #2"}, t0);
+        return judge(rank, mode, &e, {ErrorCode::Aborted},
+                     {"reported a failure", "allreduce #2", reach_sentence(e)}, t0);
       }
     }
     try {
       allreduce().wait();
       return judge(rank, mode, nullptr, {}, {}, t0);
     } catch (const Error& e) {
-      return judge(rank, mode, &e, {ErrorCode::Timeout}, {"allreduce #2", "rank 1"}, t0);
+      return judge(rank, mode, &e, {ErrorCode::Timeout}, {"allreduce #2", "rank 1", reach_sentence(e)},
+                   t0);
     }
   }
 
