@@ -2,7 +2,7 @@
 // gradwire-healthcheck: run before training (or hourly on an idle cluster),
 // launched like the job (mpirun, torchrun env, gwlaunch). Checks, in a few
 // seconds:
-//   version   every rank runs the same gradwire, provider and libfabric
+//   version   every rank runs the same gradwire, provider, libfabric and NCCL
 //   data      allreduce, allgather and reduce-scatter on known inputs give
 //             exactly the known results on every rank
 //   bandwidth each pair of ring neighbours (r, r+1 mod n) reaches a floor
@@ -134,7 +134,10 @@ int main(int argc, char** argv) {
   const std::string fab = std::to_string(FI_MAJOR(fi_version())) + "." +
                           std::to_string(FI_MINOR(fi_version()));
   const std::string gw = inject.on("version", me) ? "0.0.0-injected" : version();
-  const auto versions = allgather_text(*comm, gw + " " + comm->provider() + " libfabric " + fab);
+  // NCCL too (loading it takes a moment): a rank with another NCCL would
+  // fail or hang in the first collective on CUDA buffers.
+  const auto versions = allgather_text(*comm, gw + " " + comm->provider() + " libfabric " + fab +
+                                                  " nccl " + nccl_version());
   std::map<std::string, int> votes;
   for (auto& v : versions) ++votes[v];
   std::string majority = versions[0];

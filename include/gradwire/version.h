@@ -5,7 +5,13 @@
 #define GRADWIRE_VERSION_MINOR 1
 #define GRADWIRE_VERSION_PATCH 0
 
+#include <string>
+
 namespace gradwire {
 // The library's version as "major.minor.patch" (of the .so actually loaded).
 const char* version();
+// The NCCL that collectives on CUDA buffers would use: "2.28.9", or
+// "unavailable (<why>)" when it cannot be loaded, or "not built" when this
+// gradwire has no NCCL backend. Loads NCCL on first call (Note [loading NCCL]).
+std::string nccl_version();
 }  // namespace gradwire

@@ -100,3 +100,26 @@ std::string Library::describe(ncclResult_t rc, ncclComm_t comm) const {
 
 }  // namespace gradwire::transport::nccl
 #endif  // GRADWIRE_HAVE_NCCL
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "gradwire/version.h"
+
+namespace gradwire {
+
+std::string nccl_version() {
+#if GRADWIRE_HAVE_NCCL
+  try {
+    const int v = transport::nccl::Library::get().version;
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+    return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+  } catch (const Error& e) {
+    return fmt::format("unavailable ({})", e.message());
+  }
+#else
+  return "not built";
+#endif
+}
+
+}  // namespace gradwire
