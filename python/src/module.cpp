@@ -111,6 +111,20 @@ PYBIND11_MODULE(_C, m) {
         return "<gradwire.Work " + self.work.describe() + (self.work.test() ? " done>" : ">");
       });
 
+  // SharedBuffer (Communicator.allocate_shared): bytes with the buffer
+  // protocol, so numpy.frombuffer / torch.frombuffer view it without a copy;
+  // collectives on such views take the direct path (README "Shared buffers").
+  py::class_<SharedBuffer, std::shared_ptr<SharedBuffer>>(m, "SharedBuffer", py::buffer_protocol(),
+                                                          "Memory every rank of the host maps "
+                                                          "(Communicator.allocate_shared).")
+      .def_buffer([](SharedBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {py::ssize_t(b.size())}, {py::ssize_t(1)});
+      })
+      .def("__len__", &SharedBuffer::size)
+      .def_property_readonly("direct", &SharedBuffer::direct,
+                             "True when the other ranks of the host map it too.");
+
   py::class_<Communicator, CommPtr>(m, "Communicator",
                                     "A set of ranks running collectives. Buffers: anything "
                                     "with the buffer protocol or __dlpack__, C-contiguous, on "
@@ -130,6 +144,19 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("size", &Communicator::size)
       .def_property_readonly("provider", &Communicator::provider)
+      .def_property_readonly("host_count", &Communicator::host_count)
+      .def_property_readonly("hierarchical", &Communicator::hierarchical)
+      .def(
+          "allocate_shared",
+          [](const CommPtr& c, size_t nbytes) {
+            py::gil_scoped_release nogil;
+            return std::make_shared<SharedBuffer>(c->allocate_shared(nbytes));
+          },
+          py::arg("nbytes"),
+          "nbytes of host memory every rank of this host maps (collective: every rank calls "
+          "it). View it with numpy.frombuffer(buf, dtype) or torch.frombuffer(buf, dtype=...): "
+          "allreduce, reduce_scatter and allgather whose buffers all lie in such memory run "
+          "directly between the ranks' memory. Keep the SharedBuffer alive while views exist.")
       .def(
           "split",
           [](const CommPtr& self, std::vector<int> ranks) -> std::optional<CommPtr> {

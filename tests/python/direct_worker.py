@@ -119,6 +119,41 @@ def interrupt(comm):
         np.testing.assert_array_equal(a, np.full(1000, comm.size, np.float32))
 
 
+def shared(comm):
+    """allocate_shared: numpy views of shared memory take the direct path
+    (same results as ordinary arrays, every dtype and size)."""
+    rank, world = comm.rank, comm.size
+    for dtype in DTYPES:
+        for n in SIZES:
+            tag = f"shared {np.dtype(dtype).name} n={n}"
+            itemsize = np.dtype(dtype).itemsize
+            buf = comm.allocate_shared(n * itemsize)
+            assert buf.direct == (world > 1), (buf.direct, world)
+            assert len(buf) == n * itemsize
+            a = np.frombuffer(buf, dtype=dtype, count=n)
+            a[:] = vals(n, rank, dtype)
+            comm.allreduce(a).wait()
+            total = sum(vals(n, r, np.int64) for r in range(world)) if n else np.zeros(0, np.int64)
+            np.testing.assert_array_equal(a, total.astype(dtype), err_msg=f"allreduce {tag}")
+            src_buf = comm.allocate_shared(n * itemsize)
+            src = np.frombuffer(src_buf, dtype=dtype, count=n)
+            src[:] = vals(n, rank, dtype)
+            cnt = gradwire.shard_count(n, world, rank)
+            off = gradwire.shard_offset(n, world, rank)
+            shard = np.zeros(cnt, dtype)
+            comm.reduce_scatter(src, shard).wait()
+            np.testing.assert_array_equal(shard, total[off:off + cnt].astype(dtype),
+                                          err_msg=f"reduce_scatter {tag}")
+            full = np.zeros(n, dtype)
+            comm.allgather(src[off:off + cnt], full).wait()
+            want = np.zeros(n, dtype)
+            for r in range(world):
+                o, c = gradwire.shard_offset(n, world, r), gradwire.shard_count(n, world, r)
+                want[o:o + c] = vals(n, r, dtype)[o:o + c]
+            np.testing.assert_array_equal(full, want, err_msg=f"allgather {tag}")
+            del a, src
+
+
 def main():
     comm = gradwire.Communicator.create()
     rank, world = comm.rank, comm.size
@@ -126,6 +161,7 @@ def main():
     collectives(comm)
     dlpack(comm)
     errors(comm)
+    shared(comm)
     # split: [last, 0] (reversed rank order; one rank at world 1)
     members = sorted({world - 1, 0}, reverse=True)
     sub = comm.split(members)
