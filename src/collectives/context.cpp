@@ -46,21 +46,26 @@ void Context::recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slo
   }
 }
 
+namespace {
+// Note [backoff when idle]: spinning keeps latency low when every rank
+// has a core; when ranks outnumber cores a spinning rank steals the time
+// its peer needs to make the progress we wait for. Spin, then yield, then
+// sleep briefly. `idle`: polls in a row that found nothing.
+void back_off(uint32_t idle) {
+  if (idle > 20000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  } else if (idle > 2000) {
+    sched_yield();
+  }
+}
+}  // namespace
+
 void Context::poll() {
   if (transport_.progress() > 0) {
     idle_polls_ = 0;
     return;
   }
-  // Note [backoff when idle]: spinning keeps latency low when every rank
-  // has a core; when ranks outnumber cores a spinning rank steals the time
-  // its peer needs to make the progress we wait for. Spin, then yield, then
-  // sleep briefly.
-  ++idle_polls_;
-  if (idle_polls_ > 20000) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  } else if (idle_polls_ > 2000) {
-    sched_yield();
-  }
+  back_off(++idle_polls_);
 }
 
 void Context::check(const Request& req) const {
@@ -96,48 +101,36 @@ void Context::check(const Request& req) const {
   }
 }
 
-void Context::fail_timeout(const Request& req) const {
-  auto seconds = std::chrono::duration<double>(options_.timeout).count();
-  raise(ErrorCode::Timeout,
-        "{} timed out after {:.1f} s {} rank {}{}{}; likely cause: rank {} died, is stuck, or "
-        "called a different collective or count (GRADWIRE_TIMEOUT_S sets the deadline)",
-        what_, seconds, req.is_send ? "sending to" : "waiting for data from", req.peer,
-        algorithm_.empty() ? "" : " in ", algorithm_, req.peer);
+// A peer's reported failure (Note [interrupting a collective]) or the
+// deadline ends a wait on `peer`; `doing` and `detail` say how we waited
+// ("waiting for data from" rank 3, "waiting for" rank 3 " to enter this
+// collective"), words tools/gradwire-fr reads back.
+void Context::check_wait(std::string_view doing, int peer, std::string_view detail) const {
+  if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
+    raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}{}: {}", what_,
+          doing, peer, detail, *interrupt_reason_);
+  }
+  if (deadline_.expired()) {
+    raise(ErrorCode::Timeout,
+          "{} timed out after {:.1f} s {} rank {}{}{}{}; likely cause: rank {} died, is stuck, or "
+          "called a different collective or count (GRADWIRE_TIMEOUT_S sets the deadline)",
+          what_, std::chrono::duration<double>(options_.timeout).count(), doing, peer, detail,
+          algorithm_.empty() ? "" : " in ", algorithm_, peer);
+  }
 }
 
 void Context::progress_or_fail(const Request& blocking) {
   poll();
   if ((++polls_ & 255u) == 0 && !blocking.done()) {
-    if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
-      raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}: {}", what_,
-            blocking.is_send ? "sending to" : "waiting for data from", blocking.peer,
-            *interrupt_reason_);
-    }
-    if (deadline_.expired()) fail_timeout(blocking);
+    check_wait(blocking.is_send ? "sending to" : "waiting for data from", blocking.peer, "");
   }
 }
 
 void Context::wait_for(const std::function<bool()>& done, int peer,
                        std::string_view waiting_for) {
-  uint32_t idle = 0;
-  while (!done()) {
-    if (++idle > 20000) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    } else if (idle > 2000) {
-      sched_yield();
-    }
-    if ((idle & 255u) != 0) continue;
-    if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
-      raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while waiting for rank {} {}: "
-            "{}", what_, peer, waiting_for, *interrupt_reason_);
-    }
-    if (deadline_.expired()) {
-      raise(ErrorCode::Timeout,
-            "{} timed out after {:.1f} s waiting for rank {} {}{}{}; likely cause: rank {} died, "
-            "is stuck, or called a different collective (GRADWIRE_TIMEOUT_S sets the deadline)",
-            what_, std::chrono::duration<double>(options_.timeout).count(), peer, waiting_for,
-            algorithm_.empty() ? "" : " in ", algorithm_, peer);
-    }
+  for (uint32_t idle = 1; !done(); ++idle) {
+    back_off(idle);
+    if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
   }
 }
 

@@ -106,7 +106,7 @@ class Context {
   void check(const Request& req) const;
 
  private:
-  [[noreturn]] void fail_timeout(const Request& req) const;
+  void check_wait(std::string_view doing, int peer, std::string_view detail) const;
 
   transport::Transport& transport_;
   int rank_, size_;

@@ -74,7 +74,7 @@ std::vector<Descriptor> handshake(Context& ctx, const shared::Windows& w, const 
     }
     Control& peer = w.control(p);
     ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
-                 "to enter this collective");
+                 " to enter this collective");
     all[p] = peer.desc[seq1 % 2];
     if (all[p].seq1 != seq1) {
       raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
@@ -103,7 +103,7 @@ void depart(Context& ctx, const shared::Windows& w) {
     if (p == ctx.rank()) continue;
     Control& peer = w.control(p);
     ctx.wait_for([&] { return peer.departed.load(std::memory_order_acquire) >= seq1; }, p,
-                 "to finish this collective");
+                 " to finish this collective");
   }
 }
 
@@ -177,7 +177,6 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& call) 
   const size_t first = blocks.offset[r], len = blocks.count[r];
   switch (call.kind) {
     case DirectKind::Allreduce:
-      if (n == 1) break;
       reduce_block(ctx, in, first, len, call.dtype, call.op,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
                      for (int p = 0; p < n; ++p) std::memcpy(out[p] + (first + x) * es, tmp, bytes);

@@ -12,7 +12,6 @@
 #include "collectives/context.h"
 #include "core/engine.h"
 #include "core/flight_recorder.h"
-#include "core/hierarchy.h"
 #include "core/shared_windows.h"
 #include "core/watchdog.h"
 #include "gradwire/communicator.h"
@@ -72,7 +71,6 @@ class CommunicatorImpl {
   transport::nccl::BackendPtr nccl;
   // Note [hierarchical allreduce] (core/hierarchy.cpp): set up by
   // create_world when the ranks span hosts evenly; null otherwise.
-  Hierarchy hierarchy;
   int host_count = 1;  // set by create_world; sub-communicators say 1
   std::unique_ptr<Communicator> host_local, cross_host;
   // Windows of allocate_shared(), created by its first call (core/shared_windows.h).

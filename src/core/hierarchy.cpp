@@ -2,10 +2,20 @@
 #include "core/hierarchy.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <map>
 
+#include "gradwire/options.h"
+
 namespace gradwire {
+
+std::string host_name(const Options& options) {
+  if (!options.host_id.empty()) return options.host_id;
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
 
 // Note [hierarchical allreduce]: when ranks span hosts, a flat ring sends
 // 2(n-1)/n of the buffer over the network from every rank, one hop at a

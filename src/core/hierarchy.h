@@ -9,6 +9,12 @@
 
 namespace gradwire {
 
+struct Options;
+
+// This rank's host: Options::host_id (GRADWIRE_HOST_ID) where set, else
+// gethostname().
+std::string host_name(const Options& options);
+
 struct Hierarchy {
   bool use = false;
   std::string why_not;  // when !use, for the log

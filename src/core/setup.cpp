@@ -19,12 +19,6 @@ namespace gradwire::setup {
 
 namespace {
 
-std::string hostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -96,7 +90,7 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
   log().info("joining a world of {} through {}", size, boot->describe());
 
   // Exchange what every rank must agree on before opening the fabric.
-  const std::string host = options.host_id.empty() ? hostname() : options.host_id;
+  const std::string host = host_name(options);
   const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}", version(), host,
                                         options.provider, options.iface);
   auto hellos = boot->allgather(hello, Deadline::after(options.timeout));
@@ -198,9 +192,8 @@ void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& ho
                                fmt::format("cross-host {} [{}]", world.children, join_ranks(peers)));
   world.host_local = detail::CommunicatorAccess::wrap(std::move(host_local));
   world.cross_host = detail::CommunicatorAccess::wrap(std::move(cross_host));
-  world.hierarchy = std::move(h);
   log().info("hierarchical allreduce: {} hosts x {} ranks (host-local over {}, cross-host over {})",
-             world.hierarchy.host_groups.size(), mine.size(), local.provider, cross.provider);
+             h.host_groups.size(), mine.size(), local.provider, cross.provider);
 }
 
 }  // namespace

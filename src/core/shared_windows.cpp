@@ -14,6 +14,7 @@
 #include "bootstrap/socket.h"
 #include "core/communicator_impl.h"
 #include "core/errors.h"
+#include "core/hierarchy.h"
 #include "core/logging.h"
 #include "gradwire/shared_buffer.h"
 
@@ -83,14 +84,11 @@ size_t page_round(size_t bytes) {
 // identity can share /dev/shm (a private /dev/shm per container is caught
 // when a peer's segment does not open).
 std::string host_identity(const CommunicatorImpl& comm) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  // Emulated hosts (GRADWIRE_HOST_ID) stay apart, as they would on a cluster.
-  if (!comm.options.host_id.empty()) return comm.options.host_id;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string boot;
   std::getline(f, boot);
-  return std::string(host) + "/" + boot;
+  // Emulated hosts (GRADWIRE_HOST_ID) stay apart, as they would on a cluster.
+  return host_name(comm.options) + "/" + boot;
 }
 
 std::string unique_name(uint32_t id) {
