@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gradwire/communicator.h"
+#include "gradwire/device_stream.h"
 #include "gradwire/error.h"
 #include "gradwire/options.h"
 #include "gradwire/reducer.h"

@@ -122,14 +122,23 @@ class BucketContext {
   };
   const std::vector<Tensor>& tensors;
 
-  // Memory that belongs to this Bucket, kept across steps (grown as needed),
-  // valid until the Work completes: where compression hooks put 16-bit data.
+  // Where the Bucket lives: -1 host memory, else the CUDA device (Note
+  // [device Buckets] in src/reducer/device.h). For a device Bucket, `buffer`
+  // and `result` are device pointers, the hook runs under
+  // DeviceStreamScope(stream), and `stream` (a cudaStream_t) is where the
+  // Bucket's contents become ready: device work of the hook goes there.
+  const int device;
+  void* const stream;
+
+  // Host memory that belongs to this Bucket, kept across steps (grown as
+  // needed), valid until the Work completes: where compression hooks put
+  // 16-bit data.
   void* scratch(size_t bytes);
 
   BucketContext(Communicator& comm, uint64_t step, size_t index, DataType dtype, size_t count,
                 void* buffer, size_t result_offset, size_t result_count, bool sharded,
                 const std::vector<size_t>& gradients, const std::vector<Tensor>& tensors,
-                std::vector<std::byte>* scratch);
+                std::vector<std::byte>* scratch, int device = -1, void* stream = nullptr);
 
  private:
   std::vector<std::byte>* scratch_;
@@ -138,10 +147,12 @@ class BucketContext {
 using CommHook = std::function<Work(BucketContext&)>;
 
 // allreduce(sum) in place, or reduce_scatter(sum) into the shard in place.
-// What the Reducer does when ReducerOptions::comm_hook is empty.
+// What the Reducer does when ReducerOptions::comm_hook is empty. Host and
+// device Buckets.
 CommHook allreduce_hook();
 // Float32 Buckets travel as float16 / bfloat16: cast into scratch, reduce in
 // 16-bit, widen into `result`. Other dtypes fall back to allreduce_hook().
+// Host Buckets only: on a device Bucket they fail with InvalidArgument.
 // Error: 16-bit rounding of the pre-divided values plus n-1 roundings of the
 // partial sums (every reduction step computes in float32 and rounds once), so
 // about n * 2^-11 (fp16) or n * 2^-8 (bf16) relative to the largest
@@ -155,7 +166,9 @@ CommHook bf16_compress_hook();
 struct GradientInfo {
   size_t elements = 0;
   DataType dtype = DataType::Float32;  // a floating dtype; integers: InvalidArgument
-  int device = -1;                     // the Reducer runs on host memory only (for now)
+  // -1: host memory; >= 0: the CUDA device (Note [device Buckets] in
+  // src/reducer/device.h; all device gradients of a Reducer on one device).
+  int device = -1;
   std::string name;                    // used in error messages
   // The tensor's shape (product == elements), for hooks that treat
   // gradients as matrices (PowerSGD views one as shape[0] x the rest).
@@ -254,6 +267,13 @@ class Reducer {
   // on passes skipped by sync_every_k_steps.
   void mark_ready(size_t i, void* grad);
   void mark_ready(size_t i);
+  // For device gradients: `stream` (a cudaStream_t; nullptr: the legacy
+  // default stream) is the stream `grad` was produced on, e.g. autograd's
+  // current stream in the hook; the copy into the Bucket is enqueued there
+  // and the host does not wait for it. grad == nullptr reads the registered
+  // buffer or the bucket view, like mark_ready(i). Host gradients ignore
+  // `stream`.
+  void mark_ready(size_t i, void* grad, void* stream);
   // Gradient i got no gradient on this rank this step: it contributes zeros
   // (requires find_unused_parameters). finalize() does this for every
   // gradient left unmarked; an adapter that finds unused parameters early
@@ -268,6 +288,11 @@ class Reducer {
   // the plan. Throws gradwire::Error naming rank, step, Bucket and
   // parameters. A no-op on passes that do not synchronise.
   void finalize();
+  // For device Buckets: the write-back of the averages is enqueued on
+  // `stream` (a cudaStream_t; nullptr: the legacy default stream), so work
+  // later enqueued there (the optimizer) reads finished gradients. finalize()
+  // is finalize(nullptr).
+  void finalize(void* stream);
 
   // RAII: while alive, backward passes accumulate locally (mark_ready does
   // nothing, finalize() returns at once); the next synchronised step reduces

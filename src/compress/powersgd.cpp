@@ -327,6 +327,12 @@ CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");
   CommHook plain = allreduce_hook();
   return [state, plain](BucketContext& c) -> Work {
+    if (c.device >= 0) {
+      raise(ErrorCode::InvalidArgument, "rank {}: powersgd_hook runs its matrix products on the "
+            "host; bucket {} is on CUDA device {} (the CUDA kernels are in "
+            "kernels/cuda/compress.h, not yet wired into the hook)", c.comm.rank(), c.index,
+            c.device);
+    }
     const uint64_t iter = state->impl().iteration(c);
     if (c.dtype != DataType::Float32 || iter < state->options().start_powerSGD_iter) {
       return plain(c);

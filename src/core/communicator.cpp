@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/setup.h"
 #include "core/trace.h"
+#include "gradwire/device_stream.h"
 
 namespace gradwire {
 
@@ -326,7 +327,8 @@ Work Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
   require_buffer(c, "allreduce", "receive", recv, bytes);
   if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "allreduce", "send == recv");
   if (auto* gpu = transport::nccl::route(c, "allreduce", {send, recv}))
-    return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op});
+    return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op},
+                       DeviceStreamScope::current());
   const auto direct = direct_call(c, collectives::DirectKind::Allreduce, send, bytes, recv, bytes,
                                   count, dtype, op);
   // Note [hierarchical allreduce]; small buffers stay latency-optimal.
@@ -357,7 +359,8 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, Da
   if (recv != in_place && overlaps(send, bytes, recv, shard))
     bad_overlap(c, "reduce_scatter", "recv == send + shard_offset(count, size, rank)");
   if (auto* gpu = transport::nccl::route(c, "reduce_scatter", {send, recv}))
-    return gpu->submit({Collective::Kind::ReduceScatter, send, recv, count, dtype, op});
+    return gpu->submit({Collective::Kind::ReduceScatter, send, recv, count, dtype, op},
+                       DeviceStreamScope::current());
   const auto direct = direct_call(c, collectives::DirectKind::ReduceScatter, send, bytes, recv,
                                   shard, count, dtype, op);
   return c.submit("reduce_scatter", describe(count, dtype, op), [=](collectives::Context& ctx) {
@@ -377,7 +380,8 @@ Work Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
   if (send != in_place && overlaps(send, shard, recv, bytes))
     bad_overlap(c, "allgather", "send == recv + shard_offset(count, size, rank)");
   if (auto* gpu = transport::nccl::route(c, "allgather", {send, recv}))
-    return gpu->submit({Collective::Kind::AllGather, send, recv, count, dtype});
+    return gpu->submit({Collective::Kind::AllGather, send, recv, count, dtype},
+                       DeviceStreamScope::current());
   const auto direct = direct_call(c, collectives::DirectKind::Allgather, send, shard, recv, bytes,
                                   count, dtype, ReduceOp::Sum);
   return c.submit("allgather", describe(count, dtype), [=](collectives::Context& ctx) {
@@ -398,7 +402,8 @@ Work Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   if (c.rank == root && send != recv && overlaps(send, bytes, recv, bytes))
     bad_overlap(c, "broadcast", "send == recv");
   if (auto* gpu = transport::nccl::route(c, "broadcast", {c.rank == root ? send : nullptr, recv}))
-    return gpu->submit({Collective::Kind::Broadcast, send, recv, count, dtype, ReduceOp::Sum, root});
+    return gpu->submit({Collective::Kind::Broadcast, send, recv, count, dtype, ReduceOp::Sum, root},
+                       DeviceStreamScope::current());
   return c.submit("broadcast", fmt::format("{} from rank {}", describe(count, dtype), root),
                   [=](collectives::Context& ctx) {
                     collectives::broadcast(ctx, send, recv, count, dtype, root);
@@ -412,7 +417,8 @@ Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank,
   require_buffer(c, "alltoall", "receive", recv, bytes);
   if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "alltoall", "send == recv");
   if (auto* gpu = transport::nccl::route(c, "alltoall", {send, recv}))
-    return gpu->submit({Collective::Kind::AllToAll, send, recv, count_per_rank, dtype});
+    return gpu->submit({Collective::Kind::AllToAll, send, recv, count_per_rank, dtype},
+                       DeviceStreamScope::current());
   return c.submit("alltoall", fmt::format("{} per rank", describe(count_per_rank, dtype)),
                   [=](collectives::Context& ctx) {
                     collectives::alltoall(ctx, send, recv, count_per_rank, dtype);

@@ -15,12 +15,14 @@ BucketContext::BucketContext(Communicator& comm_in, uint64_t step_in, size_t ind
                              size_t result_offset_in, size_t result_count_in, bool sharded_in,
                              const std::vector<size_t>& gradients_in,
                              const std::vector<Tensor>& tensors_in,
-                             std::vector<std::byte>* scratch)
+                             std::vector<std::byte>* scratch, int device_in,
+                             void* stream_in)
     : comm(comm_in), step(step_in), index(index_in), dtype(dtype_in), count(count_in),
       buffer(buffer_in),
       result(static_cast<std::byte*>(buffer_in) + result_offset_in * element_size(dtype_in)),
       result_offset(result_offset_in), result_count(result_count_in), sharded(sharded_in),
-      gradients(gradients_in), tensors(tensors_in), scratch_(scratch) {}
+      gradients(gradients_in), tensors(tensors_in), device(device_in), stream(stream_in),
+      scratch_(scratch) {}
 
 void* BucketContext::scratch(size_t bytes) {
   // Grows only: Buckets keep their sizes across steps (until a rebuild), so
@@ -49,6 +51,11 @@ namespace {
 CommHook compress_hook(DataType wire, void (*narrow)(uint16_t*, const float*, size_t),
                        void (*widen)(float*, const uint16_t*, size_t)) {
   return [=](BucketContext& c) -> Work {
+    if (c.device >= 0) {
+      raise(ErrorCode::InvalidArgument, "rank {}: the {} compression hook casts on the host; "
+            "bucket {} is on CUDA device {} (use the default hook there)", c.comm.rank(),
+            to_string(wire), c.index, c.device);
+    }
     if (c.dtype != DataType::Float32) return allreduce_hook()(c);
     auto* low = static_cast<uint16_t*>(c.scratch(c.count * sizeof(uint16_t)));
     narrow(low, static_cast<const float*>(c.buffer), c.count);

@@ -70,7 +70,7 @@ void Reducer::Impl::raise_unmarked(const std::vector<size_t>& unmarked) {
         nb - 1, nb);
 }
 
-void Reducer::Impl::finalize() {
+void Reducer::Impl::finalize(void* stream) {
   if (no_sync_depth_.load() > 0) return;
   if (!will_sync()) {
     ++micro_step_;
@@ -158,14 +158,15 @@ void Reducer::Impl::finalize() {
   bool full_results = !options_.sharded;
   if (options_.rebuild_buckets && !rebuilt_) {
     try {
-      full_results |= rebuild();
+      full_results |= rebuild(stream);
     } catch (...) {
       reset_step();
       ++micro_step_;
       throw;
     }
   }
-  write_back(full_results);
+  write_back(full_results, stream);
+  if (device_) device_->written(stream);
   reset_step();
   ++step_;
   ++micro_step_;
@@ -180,7 +181,16 @@ void Reducer::Impl::finalize() {
   last_stats_ = std::move(stats);
 }
 
-void Reducer::Impl::write_back(bool full_results) {
+void Reducer::Impl::copy_bytes(int device, void* dst, const void* src, size_t bytes,
+                               void* stream) {
+  if (device >= 0) {
+    device_->copy(dst, src, bytes, stream);
+  } else if (bytes && dst != src) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+void Reducer::Impl::write_back(bool full_results, void* stream) {
   auto dest_of = [&](size_t i) -> std::byte* {
     const Gradient& g = gradients_[i];
     return static_cast<std::byte*>(g.step_dest ? g.step_dest : g.buffer);
@@ -193,9 +203,7 @@ void Reducer::Impl::write_back(bool full_results) {
       for (const auto& p : bk->pieces) {
         std::byte* dest = dest_of(p.gradient);
         const std::byte* src = shard + p.shard_offset * es;
-        if (dest && dest + p.offset * es != src) {
-          std::memcpy(dest + p.offset * es, src, p.count * es);
-        }
+        if (dest) copy_bytes(bk->device, dest + p.offset * es, src, p.count * es, stream);
       }
     }
     return;
@@ -204,7 +212,7 @@ void Reducer::Impl::write_back(bool full_results) {
     std::byte* dest = dest_of(i);
     const std::byte* src = slot(i);
     const size_t bytes = gradients_[i].info.elements * element_size(gradients_[i].info.dtype);
-    if (dest && dest != src && bytes) std::memcpy(dest, src, bytes);
+    if (dest) copy_bytes(gradients_[i].info.device, dest, src, bytes, stream);
   }
 }
 
@@ -221,7 +229,7 @@ void Reducer::Impl::write_back(bool full_results) {
 // about the cost of one step's communication): every new shard then holds
 // the average, and so does every gradient after the write-back. Returns
 // true if the plan changed and the results are complete everywhere.
-bool Reducer::Impl::rebuild() {
+bool Reducer::Impl::rebuild(void* stream) {
   rebuilt_ = true;
   const size_t n = gradients_.size();
   const uint64_t fingerprint = gradient_list_fingerprint(specs_);
@@ -274,7 +282,7 @@ bool Reducer::Impl::rebuild() {
     const auto& from = old_plan.location[i];
     const size_t es = element_size(specs_[i].dtype);
     const std::byte* src = old[from.bucket]->data.data() + from.offset * es;
-    if (specs_[i].elements) std::memcpy(slot(i), src, specs_[i].elements * es);
+    copy_bytes(specs_[i].device, slot(i), src, specs_[i].elements * es, stream);
   }
   retired_ = std::move(old);
   ++plan_generation_;

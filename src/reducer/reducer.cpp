@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "core/errors.h"
+#include "gradwire/device_stream.h"
 #include "core/logging.h"
 #include "reducer/reducer_impl.h"
 #include "reducer/scale.h"
@@ -40,9 +41,19 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
             "floating gradients (float32, float64, float16, bfloat16) can be averaged",
             rank_, name, to_string(g.dtype));
     }
-    if (g.device != -1) {
-      raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on device {}; the "
-            "Reducer handles host memory only so far (device -1)", rank_, name, g.device);
+    if (g.device < -1) {
+      raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} has device {}; use -1 "
+            "for host memory or a CUDA device ordinal", rank_, name, g.device);
+    }
+    if (g.device >= 0) {
+      if (!device_) {
+        device_ = std::make_unique<reducer::DeviceBuckets>(
+            g.device, gradients.size(), fmt::format("rank {}: Reducer: parameter {}", rank_, name));
+      } else if (device_->device() != g.device) {
+        raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on CUDA device {} "
+              "but earlier ones are on device {}; one Reducer (like one communicator) serves one "
+              "device", rank_, name, g.device, device_->device());
+      }
     }
     if (!g.shape.empty()) {
       size_t product = 1;
@@ -80,7 +91,11 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
     b->elements = pb.elements;
     b->dtype = pb.dtype;
     const size_t bytes = pb.elements * element_size(pb.dtype);
-    if (options_.shared_buckets) {
+    b->device = pb.device;
+    if (pb.device >= 0) {
+      b->on_device = device_->allocate(bytes);
+      b->data = {static_cast<std::byte*>(b->on_device.get()), bytes};
+    } else if (options_.shared_buckets) {
       b->memory = comm_.allocate_shared(bytes);  // collective: every rank allocates the same plan
       b->data = {b->memory.as<std::byte>(), bytes};
     } else {
@@ -206,7 +221,7 @@ void Reducer::Impl::claim(size_t i, uint8_t state) {
   }
 }
 
-void Reducer::Impl::mark_ready(size_t i, void* grad, bool explicit_pointer) {
+void Reducer::Impl::mark_ready(size_t i, void* grad, bool explicit_pointer, void* stream) {
   check_index(i, "mark_ready");
   if (!will_sync()) return;  // the framework accumulates locally
   Gradient& g = gradients_[i];
@@ -224,7 +239,11 @@ void Reducer::Impl::mark_ready(size_t i, void* grad, bool explicit_pointer) {
   if (explicit_pointer) g.step_dest = grad;
   // The averaging folded into the copy; in place when the framework's
   // gradient already is the bucket view.
-  reducer::copy_divided(dst, src, g.info.elements, g.info.dtype, world_);
+  if (g.info.device >= 0) {
+    device_->copy_in(i, dst, src, g.info.elements, g.info.dtype, world_, stream);
+  } else {
+    reducer::copy_divided(dst, src, g.info.elements, g.info.dtype, world_);
+  }
   gradient_done(i);
 }
 
@@ -237,7 +256,12 @@ void Reducer::Impl::mark_unused(size_t i) {
   if (!will_sync()) return;
   claim(i, kUnused);
   // Zeros: this rank contributes nothing; ranks that used it still do.
-  std::memset(slot(i), 0, gradients_[i].info.elements * element_size(gradients_[i].info.dtype));
+  const size_t bytes = gradients_[i].info.elements * element_size(gradients_[i].info.dtype);
+  if (gradients_[i].info.device >= 0) {
+    device_->zero(i, slot(i), bytes);
+  } else {
+    std::memset(slot(i), 0, bytes);
+  }
   gradient_done(i);
 }
 
@@ -273,10 +297,14 @@ void Reducer::Impl::launch(size_t b) {
   Bucket& bk = *buckets_[b];
   bk.launched_at = StepStats::TimePoint::clock::now();
   try {
+    // A device Bucket's collective starts once its gradients' copies are
+    // done (Note [device Buckets]).
+    void* stream = bk.device >= 0 ? device_->bucket_ready(plan_.buckets[b].gradients) : nullptr;
+    DeviceStreamScope scope(stream);
     BucketContext ctx(comm_, step_, b, bk.dtype, bk.elements, bk.data.data(),
                       options_.sharded ? bk.shard_offset : 0,
                       options_.sharded ? bk.shard_count : bk.elements, options_.sharded,
-                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch);
+                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch, bk.device, stream);
     Work w = hook_(ctx);
     if (!w.valid()) {
       raise(ErrorCode::InvalidArgument, "{}: the comm hook returned an empty Work for {}",
@@ -324,10 +352,14 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientInfo> gradients, Reduce
 Reducer::~Reducer() = default;
 
 void Reducer::set_gradient_buffer(size_t i, void* grad) { impl_->set_gradient_buffer(i, grad); }
-void Reducer::mark_ready(size_t i, void* grad) { impl_->mark_ready(i, grad, true); }
-void Reducer::mark_ready(size_t i) { impl_->mark_ready(i, nullptr, false); }
+void Reducer::mark_ready(size_t i, void* grad) { impl_->mark_ready(i, grad, true, nullptr); }
+void Reducer::mark_ready(size_t i) { impl_->mark_ready(i, nullptr, false, nullptr); }
+void Reducer::mark_ready(size_t i, void* grad, void* stream) {
+  impl_->mark_ready(i, grad, grad != nullptr, stream);
+}
 void Reducer::mark_unused(size_t i) { impl_->mark_unused(i); }
-void Reducer::finalize() { impl_->finalize(); }
+void Reducer::finalize() { impl_->finalize(nullptr); }
+void Reducer::finalize(void* stream) { impl_->finalize(stream); }
 bool Reducer::will_sync() const { return impl_->will_sync(); }
 void* Reducer::bucket_view(size_t i) { return impl_->bucket_view(i); }
 uint64_t Reducer::plan_generation() const { return impl_->plan_generation(); }

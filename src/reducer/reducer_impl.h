@@ -24,6 +24,7 @@
 
 #include "core/deadline.h"
 #include "gradwire/reducer.h"
+#include "reducer/device.h"
 #include "reducer/stall.h"
 
 namespace gradwire {
@@ -39,9 +40,9 @@ class Reducer::Impl {
   ~Impl();
 
   void set_gradient_buffer(size_t i, void* grad);
-  void mark_ready(size_t i, void* grad, bool explicit_pointer);
+  void mark_ready(size_t i, void* grad, bool explicit_pointer, void* stream);
   void mark_unused(size_t i);
-  void finalize();
+  void finalize(void* stream);
   bool will_sync() const;
   void enter_no_sync();
   void leave_no_sync() { no_sync_depth_.fetch_sub(1); }
@@ -69,7 +70,9 @@ class Reducer::Impl {
   struct Bucket {
     SharedBuffer memory;            // what `data` points into, if shared_buckets
     std::vector<std::byte> owned;   // ... or this
-    std::span<std::byte> data;
+    reducer::DeviceMemory on_device;  // ... or this, for a device Bucket
+    int device = -1;
+    std::span<std::byte> data;      // device memory if device >= 0: never dereference
     std::vector<std::byte> scratch;  // for comm hooks (BucketContext::scratch)
     size_t elements = 0;
     DataType dtype = DataType::Float32;
@@ -98,8 +101,11 @@ class Reducer::Impl {
   void launch(size_t b);
   void wait_launched_quietly();
   [[noreturn]] void raise_unmarked(const std::vector<size_t>& unmarked);
-  void write_back(bool full_results);
-  bool rebuild();
+  void write_back(bool full_results, void* stream);
+  // dst = src (bytes) for gradient memory on `device`: memcpy, or an
+  // asynchronous copy on `stream` for device memory.
+  void copy_bytes(int device, void* dst, const void* src, size_t bytes, void* stream);
+  bool rebuild(void* stream);
 
   Communicator& comm_;
   const int rank_, world_;
@@ -107,6 +113,11 @@ class Reducer::Impl {
   CommHook hook_;
   std::vector<Gradient> gradients_;
   std::vector<GradientSpec> specs_;
+
+  // Streams and events of device Buckets (Note [device Buckets]); null if
+  // every gradient is in host memory. Declared before the Buckets so it
+  // outlives their device memory.
+  std::unique_ptr<reducer::DeviceBuckets> device_;
 
   BucketPlan plan_;
   std::vector<std::unique_ptr<Bucket>> buckets_;

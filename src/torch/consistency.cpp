@@ -1,6 +1,10 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "consistency.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "gradwire/device_stream.h"
+
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -30,11 +34,27 @@ constexpr size_t kDescriptionBytes = 240;
 
 }  // namespace
 
+void* current_stream(const c10::Device& device) {
+  if (!device.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle();
+}
+
+void check_supported_device(Communicator& comm, const TensorEntry& e) {
+  const c10::Device d = e.tensor.device();
+  if (d.is_cpu() || d.is_cuda()) return;
+  throw Error(ErrorCode::InvalidArgument,
+              "rank " + std::to_string(comm.rank()) + ": DistributedDataParallel: " +
+                  describe(e) + " is on " + d.str() + "; host (cpu) and CUDA tensors are "
+                  "supported");
+}
+
 std::string describe(const TensorEntry& e) {
   std::ostringstream o;
   o << (e.buffer ? "buffer " : "parameter ") << e.name << " [";
   for (int64_t d = 0; d < e.tensor.dim(); ++d) o << (d ? ", " : "") << e.tensor.size(d);
-  o << "] " << c10::toString(e.tensor.scalar_type()) << ' ' << e.tensor.device();
+  // The device type, not its index: rank r's model sits on its own GPU.
+  o << "] " << c10::toString(e.tensor.scalar_type()) << ' '
+    << c10::DeviceTypeName(e.tensor.device().type(), /*lower_case=*/true);
   if (!e.buffer && !e.tensor.requires_grad()) o << " (requires_grad=false)";
   return o.str();
 }
@@ -128,16 +148,14 @@ void broadcast_tensors(Communicator& comm, const std::vector<TensorEntry>& entri
   // the engine thread instead of paying a round trip each.
   for (const auto& e : entries) {
     const ::torch::Tensor& t = e.tensor;
-    if (!t.device().is_cpu()) {
-      throw Error(ErrorCode::InvalidArgument,
-                  "rank " + std::to_string(comm.rank()) + ": DistributedDataParallel: " +
-                      describe(e) + " is not in host memory; only CPU tensors are supported "
-                      "until the Communicator hands device buffers to NCCL");
-    }
+    check_supported_device(comm, e);
     if (t.numel() == 0) continue;
     Pending p{t, t.is_contiguous() ? t : t.contiguous(), Work()};
     // As bytes: a broadcast copies, so any dtype (bool, int8 ...) works.
+    // CUDA tensors go to NCCL after the work on PyTorch's current stream
+    // (Note [producer stream]).
     const size_t bytes = size_t(p.staging.numel()) * p.staging.element_size();
+    DeviceStreamScope scope(current_stream(t.device()));
     p.work = comm.broadcast(p.staging.data_ptr(), p.staging.data_ptr(), bytes, DataType::UInt8,
                             root);
     pending.push_back(std::move(p));

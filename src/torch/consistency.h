@@ -20,7 +20,16 @@ struct TensorEntry {
   bool buffer = false;
 };
 
-// "parameter fc.weight [10, 20] float32 cpu" (requires_grad noted if off).
+// PyTorch's current stream on `device` (a cudaStream_t as void*; nullptr
+// for host tensors and the default stream): where work on that device's
+// tensors is being enqueued now.
+void* current_stream(const c10::Device& device);
+
+// InvalidArgument unless the tensor is in host memory or on a CUDA device.
+void check_supported_device(Communicator& comm, const TensorEntry& e);
+
+// "parameter fc.weight [10, 20] float32 cpu" (requires_grad noted if off;
+// the device type without its index, which differs from rank to rank).
 std::string describe(const TensorEntry& e);
 
 // gradwire's DataType for a floating tensor dtype; InvalidArgument otherwise.
@@ -30,8 +39,8 @@ DataType gradient_dtype(const ::torch::Tensor& t, const std::string& name);
 // naming the first differing entry and what each disagreeing rank holds.
 void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries);
 
-// Collective: every tensor gets root's values (bytes; any dtype). Host
-// tensors only (InvalidArgument naming `what` otherwise).
+// Collective: every tensor gets root's values (bytes; any dtype). Host and
+// CUDA tensors (CUDA ones through NCCL, after PyTorch's current stream).
 void broadcast_tensors(Communicator& comm, const std::vector<TensorEntry>& entries, int root);
 
 }  // namespace gradwire::torch::detail

@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <atomic>
+#include <optional>
 #include <mutex>
 #include <utility>
 
@@ -47,6 +48,9 @@ struct DistributedDataParallel::State {
   // callback is queued. Hooks may run on autograd worker threads.
   std::unique_ptr<std::atomic<bool>[]> marked;
   std::atomic<bool> callback_queued{false};
+  // The CUDA device of the parameters, if any: finalize() writes the
+  // averages back on PyTorch's current stream there.
+  std::optional<c10::Device> cuda_device;
 
   void attach(size_t i);
   void on_gradient(size_t i);
@@ -64,7 +68,8 @@ namespace {
   // Non-owning: the Reducer owns Bucket memory and keeps it valid until the
   // next synchronised finalize() after a rebuild (refresh_views runs first).
   return ::torch::from_blob(reducer.bucket_view(i), param.sizes(),
-                            ::torch::TensorOptions().dtype(param.scalar_type()));
+                            ::torch::TensorOptions().dtype(param.scalar_type())
+                                .device(param.device()));
 }
 
 }  // namespace
@@ -91,13 +96,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   if (s.options.broadcast_from_rank0) {
     detail::broadcast_tensors(comm, entries, 0);
   } else {
-    for (const auto& e : entries) {
-      if (!e.tensor.device().is_cpu()) {
-        throw Error(ErrorCode::InvalidArgument, s.where() + ": " + detail::describe(e) +
-                                                    " is not in host memory; only CPU tensors "
-                                                    "are supported so far");
-      }
-    }
+    for (const auto& e : entries) detail::check_supported_device(comm, e);
   }
 
   std::vector<GradientInfo> infos;
@@ -112,6 +111,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
     info.elements = size_t(e.tensor.numel());
     info.dtype = detail::gradient_dtype(e.tensor, e.name);
     info.name = e.name;
+    // CUDA parameters get device Buckets (Note [device Buckets]).
+    info.device = e.tensor.is_cuda() ? e.tensor.device().index() : -1;
+    if (e.tensor.is_cuda()) s.cuda_device = e.tensor.device();
     for (int64_t d : e.tensor.sizes()) info.shape.push_back(size_t(d));  // for PowerSGD
     infos.push_back(std::move(info));
     s.names.push_back(e.name);
@@ -210,13 +212,15 @@ void DistributedDataParallel::State::on_gradient(size_t i) {
 void DistributedDataParallel::State::hand_over(size_t i, ::torch::Tensor& grad) {
   at::NoGradGuard no_grad;
   if (grad.layout() != ::torch::kStrided || grad.scalar_type() != params[i].scalar_type() ||
-      !grad.device().is_cpu()) {
+      grad.device() != params[i].device()) {
     throw Error(ErrorCode::InvalidArgument,
-                where() + ": parameter " + names[i] + " got a " +
-                    std::string(c10::toString(grad.scalar_type())) + " gradient on " +
-                    grad.device().str() + (grad.is_sparse() ? " (sparse)" : "") +
-                    "; only dense host gradients of the parameter's dtype can be reduced");
+                where() + ": parameter " + names[i] + " (on " + params[i].device().str() +
+                    ") got a " + std::string(c10::toString(grad.scalar_type())) +
+                    " gradient on " + grad.device().str() + (grad.is_sparse() ? " (sparse)" : "") +
+                    "; only dense gradients of the parameter's dtype and device can be reduced");
   }
+  // The stream autograd produced the gradient on (Note [device Buckets]).
+  void* stream = detail::current_stream(grad.device());
   if (options.gradient_as_bucket_view) {
     ::torch::Tensor& view = views[i];
     if (grad.data_ptr() != view.data_ptr()) {
@@ -225,12 +229,12 @@ void DistributedDataParallel::State::hand_over(size_t i, ::torch::Tensor& grad) 
       view.copy_(grad);
       grad = view;
     }
-    reducer->mark_ready(i);  // scales in place
+    reducer->mark_ready(i, nullptr, stream);  // scales in place
     return;
   }
   if (!grad.is_contiguous()) grad = grad.contiguous();
   // finalize() writes the average back into this memory.
-  reducer->mark_ready(i, grad.data_ptr());
+  reducer->mark_ready(i, grad.data_ptr(), stream);
 }
 
 void DistributedDataParallel::State::on_backward_done() {
@@ -255,7 +259,7 @@ void DistributedDataParallel::State::on_backward_done() {
       hand_over(i, grad);
     }
   }
-  reducer->finalize();
+  reducer->finalize(cuda_device ? detail::current_stream(*cuda_device) : nullptr);
   if (options.gradient_as_bucket_view && reducer->plan_generation() != views_generation) {
     refresh_views();
   }

@@ -6,7 +6,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "gradwire/communicator.h"
+
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,16 @@ inline int device_count() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
+
+// The test binary's world communicator, one rank per GPU (WORLD_SIZE ranks
+// under gwlaunch, else 1), made on first use; `skip` says why GPU tests
+// cannot run here. Defined in nccl_gpu_test.cpp, torn down before exit.
+struct World {
+  std::string skip;
+  std::unique_ptr<gradwire::Communicator> comm;
+  int device = -1;
+};
+World& world();
 
 // cudaMalloc'd bytes (with `offset` bytes of slack in front for misaligned
 // views), freed on destruction.

@@ -23,29 +23,22 @@
 #include "kernels/reduce_math.h"
 #include "transport/nccl/transport.h"
 
-namespace gradwire {
-namespace {
-
-int env_int(const char* name, int fallback) {
+static int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
 }
 
-struct World {
-  std::string skip;
-  std::unique_ptr<Communicator> comm;
-  int device = -1;
-};
+static gwgpu::World* g_world = nullptr;  // set once world() ran
 
-World* g_world = nullptr;  // set once world() ran
-
-World& world() {
+// The one world communicator of this test binary (gpu_util.h).
+gwgpu::World& gwgpu::world() {
+  using gradwire::Communicator;
   static World w = [] {
     World w;
-    w.skip = gwgpu::no_device_reason();
+    w.skip = no_device_reason();
     if (!w.skip.empty()) return w;
     const int ranks = env_int("WORLD_SIZE", env_int("OMPI_COMM_WORLD_SIZE", 1));
-    const int devices = gwgpu::device_count();
+    const int devices = device_count();
     if (ranks > devices) {
       w.skip = "world size " + std::to_string(ranks) + " needs " + std::to_string(ranks) +
                " CUDA devices (NCCL runs one rank per device); this machine has " +
@@ -60,6 +53,12 @@ World& world() {
   g_world = &w;
   return w;
 }
+
+namespace gradwire {
+namespace {
+
+using gwgpu::World;
+using gwgpu::world;
 
 // Destroys the communicator (and its NCCL communicator) before exit, not
 // during static destruction, when the CUDA runtime may already be gone.

@@ -534,7 +534,10 @@ TEST(Reducer, RejectsWhatItCannotAverage) {
     expect_error(fn, gradwire::ErrorCode::InvalidArgument, needle);
   };
   expect_invalid([&] { Reducer(w, {{4, DataType::Int64, -1, "steps"}}); }, "steps");
-  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, 0, "gpu.w"}}); }, "gpu.w");
+  // Device 64 exists nowhere (a build without CUDA refuses any device).
+  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, 64, "gpu.w"}}); }, "gpu.w");
+  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, 64, "gpu.w"}}); }, "CUDA device 64");
+  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, -2, "odd.w"}}); }, "odd.w has device -2");
   Reducer r(w, {{4, DataType::Float32, -1, "w"}});
   expect_invalid([&] { r.mark_ready(1); }, "mark_ready(1)");
   expect_invalid([&] { r.mark_ready(0); }, "set_gradient_buffer");

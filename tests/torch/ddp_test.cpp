@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -126,14 +128,17 @@ struct Case {
   bool adam = false;
   DDPOptions options;
   bool reverse_registration = false;
+  ::torch::Device device = ::torch::kCPU;  // CUDA: device Buckets through NCCL
 };
 
 void run_equivalence(const Case& c, int steps = 5, int64_t per_rank = 4) {
   const int n = world().size(), rank = world().rank();
   ::torch::manual_seed(100 + rank);  // different initial values: the broadcast must fix them
   Net model(c.dtype, c.reverse_registration);
+  model->to(c.device);
   DistributedDataParallel ddp(model, world(), c.options);
   Net reference(c.dtype, c.reverse_registration);
+  reference->to(c.device);
   copy_parameters(reference, model);  // rank 0's values, after the broadcast
 
   auto make_opt = [&](Net& m) -> std::unique_ptr<::torch::optim::Optimizer> {
@@ -144,7 +149,8 @@ void run_equivalence(const Case& c, int steps = 5, int64_t per_rank = 4) {
   auto opt = make_opt(model);
   auto ref_opt = make_opt(reference);
   for (int step = 0; step < steps; ++step) {
-    auto [x, y] = global_batch(step, n * per_rank, c.dtype);
+    auto [x_host, y_host] = global_batch(step, n * per_rank, c.dtype);
+    auto x = x_host.to(c.device), y = y_host.to(c.device);
     // zero_grad(false) keeps bucket views aliased (zero-copy); alternate
     // with set_to_none to exercise the re-aliasing path too.
     opt->zero_grad(step % 2 == 0);
@@ -163,9 +169,34 @@ void run_equivalence(const Case& c, int steps = 5, int64_t per_rank = 4) {
   EXPECT_EQ(ddp.reducer().step(), uint64_t(steps));
   // The replicas are bitwise identical (every rank applied the same average).
   for (auto& p : model->parameters()) {
-    auto t = p.contiguous();
+    auto t = p.contiguous().cpu();
     EXPECT_TRUE(identical_on_all_ranks(t.data_ptr(), t.numel() * t.element_size()));
   }
+}
+
+// The GPU this rank trains on, or why the CUDA tests cannot run here (the
+// same answer on every rank, so they skip together).
+std::string cuda_skip_reason() {
+  // This binary links libtorch_cpu only (Note [finding libtorch]); PyTorch's
+  // CUDA half registers itself when libtorch_cuda is loaded, as `import
+  // torch` does. It finds its CUDA libraries through its own RUNPATH.
+  static const std::string load_error = [] {
+    if (dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL) != nullptr) return std::string();
+    const char* e = dlerror();
+    return std::string(e ? e : "unknown error");
+  }();
+  if (!load_error.empty()) return "libtorch_cuda.so did not load: " + load_error;
+  if (!::torch::cuda::is_available()) return "no CUDA device (torch::cuda::is_available() is false)";
+  const auto devices = ::torch::cuda::device_count();
+  if (size_t(world().size()) > devices) {
+    return "world size " + std::to_string(world().size()) + " needs one CUDA device per rank "
+           "(NCCL); this machine has " + std::to_string(devices);
+  }
+  return "";
+}
+::torch::Device rank_device() {
+  return {::torch::kCUDA, static_cast<c10::DeviceIndex>(world().rank() %
+                                                         ::torch::cuda::device_count())};
 }
 
 TEST(DDPEquivalence, SgdFloat32DefaultBuckets) { run_equivalence({}); }
@@ -187,6 +218,29 @@ TEST(DDPEquivalence, AdamFloat64SmallBuckets) {
 
 // A rebuild after step 1 re-plans the Buckets from rank 0's ready order; every
 // rank must end with the same plan, and views must follow the move.
+// Note [device Buckets]: parameters on the GPU, Buckets in device memory,
+// the averaging in a kernel on autograd's stream, NCCL for the collectives.
+TEST(DDPCuda, SgdFloat32DefaultBuckets) {
+  const std::string skip = cuda_skip_reason();
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  Case c;
+  c.device = rank_device();
+  run_equivalence(c);
+}
+
+TEST(DDPCuda, AdamFloat64SmallBucketsViewsRebuilt) {
+  const std::string skip = cuda_skip_reason();
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  Case c;
+  c.device = rank_device();
+  c.dtype = ::torch::kDouble;
+  c.adam = true;
+  c.reverse_registration = true;
+  c.options.caps = gradwire::BucketCaps{512, 1024};
+  c.options.gradient_as_bucket_view = true;
+  run_equivalence(c);
+}
+
 TEST(DDPRebuild, AllRanksAgreeAndViewsFollow) {
   Case c;
   c.reverse_registration = true;  // the initial guess of the ready order is wrong

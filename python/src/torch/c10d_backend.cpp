@@ -49,9 +49,9 @@ DataType to_dtype(const at::Tensor& t, const std::string& what) {
 
 void check_tensor(const at::Tensor& t, const std::string& what) {
   if (t.is_cuda()) {
-    invalid(what + ": CUDA tensors are not supported by the gradwire backend yet (its NCCL "
-                   "transport is pending); use backend=\"cpu:gradwire,cuda:nccl\" or move the "
-                   "tensor to the CPU");
+    invalid(what + ": the gradwire torch.distributed backend takes CPU tensors (CUDA tensors "
+                   "go through gradwire's C++ DDP adapter or Communicator, which hand them to "
+                   "NCCL); use backend=\"cpu:gradwire,cuda:nccl\" or move the tensor to the CPU");
   }
   if (!t.device().is_cpu()) {
     invalid(what + ": tensors on " + t.device().str() +

@@ -1,0 +1,33 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Which CUDA stream a collective on device buffers waits for.
+//
+// Note [producer stream]: a collective on CUDA buffers (Note [device-buffer
+// dispatch] in src/transport/nccl/transport.h) starts on the GPU only once
+// the work enqueued on its producer stream before the call has finished, so
+// it never reads a buffer a kernel is still writing. The producer stream is
+// the legacy default stream (which also orders every blocking stream before
+// it) unless a DeviceStreamScope on the calling thread names another, the
+// way ProcessGroupNCCL follows c10's current stream. Non-blocking streams
+// (PyTorch's side streams, the Reducer's own) need a scope. No CUDA type
+// appears here: a stream is the cudaStream_t as a void*.
+#pragma once
+
+namespace gradwire {
+
+class DeviceStreamScope {
+ public:
+  // Collectives this thread starts while the scope lives wait for `stream`
+  // (nullptr: the legacy default stream). Scopes nest; the innermost wins.
+  explicit DeviceStreamScope(void* stream) noexcept;
+  ~DeviceStreamScope();
+  DeviceStreamScope(const DeviceStreamScope&) = delete;
+  DeviceStreamScope& operator=(const DeviceStreamScope&) = delete;
+
+  // The calling thread's producer stream (nullptr outside any scope).
+  static void* current() noexcept;
+
+ private:
+  void* previous_;
+};
+
+}  // namespace gradwire

@@ -1,0 +1,347 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Device Buckets (Note [device Buckets] in src/reducer/device.h): the
+// Reducer over CUDA gradients, against the averages computed on the host.
+// Gradients are produced on a non-blocking stream behind a long memset, so
+// a Reducer that did not follow the gradient's stream would copy stale
+// values; results are read on the stream given to finalize(), so a
+// write-back that did not follow it would be read half-done. Runs at world
+// size 1 and, under gwlaunch with one GPU per rank, at world size 2.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_util.h"
+#include "gradwire/error.h"
+#include "gradwire/reducer.h"
+#include "kernels/reduce_math.h"
+
+namespace gradwire {
+namespace {
+
+class ReducerGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gwgpu::World& w = gwgpu::world();
+    if (!w.skip.empty()) GTEST_SKIP() << w.skip;
+    comm_ = w.comm.get();
+    device_ = w.device;
+    cudaSetDevice(device_);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&produce_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&consume_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&delay_, kDelayBytes), cudaSuccess);
+  }
+  void TearDown() override {
+    free_pinned();
+    if (delay_) cudaFree(delay_);
+    if (produce_) cudaStreamDestroy(produce_);
+    if (consume_) cudaStreamDestroy(consume_);
+  }
+
+  // Keeps `s` busy for a while (hundreds of microseconds) before what follows.
+  void delay(cudaStream_t s) {
+    for (int k = 0; k < 4; ++k) ASSERT_EQ(cudaMemsetAsync(delay_, k, kDelayBytes, s), cudaSuccess);
+  }
+
+  // Uploads this rank's step-`step` gradients on produce_, after a delay.
+  // Pinned, so the upload really is asynchronous (a pageable source would
+  // make cudaMemcpyAsync wait for the delay first); freed by TearDown or the
+  // next produce(), once produce_ drained.
+  void produce(const std::vector<void*>& ptr, const std::vector<GradientInfo>& gs, int step);
+  void free_pinned() {
+    cudaStreamSynchronize(produce_);
+    for (void* p : pinned_) cudaFreeHost(p);
+    pinned_.clear();
+  }
+  std::vector<void*> pinned_;
+
+  static constexpr size_t kDelayBytes = size_t(256) << 20;
+  Communicator* comm_ = nullptr;
+  int device_ = 0;
+  cudaStream_t produce_ = nullptr, consume_ = nullptr;
+  void* delay_ = nullptr;
+};
+
+// A gradient value every dtype holds exactly, different per rank, step, element.
+double grad_value(int rank, int step, size_t g, size_t i) {
+  return double(int((i * 7 + g * 5 + size_t(rank) * 3 + size_t(step) * 11) % 9) - 4);
+}
+
+std::vector<std::byte> encode(DataType dt, const std::vector<double>& v) {
+  std::vector<std::byte> b(v.size() * element_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    switch (dt) {
+      case DataType::Float32: { float f = float(x); std::memcpy(&b[4 * i], &f, 4); break; }
+      case DataType::Float64: std::memcpy(&b[8 * i], &x, 8); break;
+      case DataType::Float16: { uint16_t h = kernels::float_to_half(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
+      case DataType::BFloat16: { uint16_t h = kernels::float_to_bf16(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
+      default: ADD_FAILURE() << "not a gradient dtype";
+    }
+  }
+  return b;
+}
+
+double decode_one(DataType dt, const std::byte* p) {
+  uint16_t h;
+  switch (dt) {
+    case DataType::Float32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DataType::Float64: { double d; std::memcpy(&d, p, 8); return d; }
+    case DataType::Float16: std::memcpy(&h, p, 2); return kernels::half_to_float(h);
+    case DataType::BFloat16: std::memcpy(&h, p, 2); return kernels::bf16_to_float(h);
+    default: return NAN;
+  }
+}
+
+// The average over ranks, with the tolerance of dividing before summing in
+// the dtype (exact for a world of one or two).
+void expect_average(DataType dt, const std::vector<std::byte>& got, int world, int step,
+                    size_t g, const std::vector<bool>* used_on_rank0_only, const char* what) {
+  const size_t es = element_size(dt), n = got.size() / es;
+  const double tol = world <= 2 ? 0 : (es == 2 ? 2e-2 : 1e-6);
+  size_t bad = 0;
+  for (size_t i = 0; i < n && bad < 5; ++i) {
+    double want = 0;
+    for (int r = 0; r < world; ++r) {
+      if (used_on_rank0_only && r != 0) continue;
+      want += grad_value(r, step, g, i);
+    }
+    want /= world;
+    const double have = decode_one(dt, &got[i * es]);
+    if (std::fabs(have - want) > tol * std::max(1.0, std::fabs(want))) {
+      ADD_FAILURE() << what << ": gradient " << g << " (" << to_string(dt) << ") element " << i
+                    << " step " << step << ": " << have << " != " << want;
+      ++bad;
+    }
+  }
+}
+
+struct DeviceGrads {
+  std::vector<void*> ptr;
+  ~DeviceGrads() {
+    for (void* p : ptr) cudaFree(p);
+  }
+};
+
+const std::vector<GradientInfo> kGradients = {
+    {1000, DataType::Float32, 0, "fc.weight"}, {33, DataType::Float64, 0, "fc.bias"},
+    {65537, DataType::Float16, 0, "embed.weight"}, {1, DataType::BFloat16, 0, "scale"},
+    {0, DataType::Float32, 0, "empty"}, {70001, DataType::Float32, 0, "big.weight"},
+    {513, DataType::BFloat16, 0, "norm.weight"}};
+
+std::vector<GradientInfo> on_device(int device, std::vector<GradientInfo> gs = kGradients) {
+  for (auto& g : gs) g.device = device;
+  return gs;
+}
+
+void ReducerGpuTest::produce(const std::vector<void*>& ptr, const std::vector<GradientInfo>& gs,
+                             int step) {
+  free_pinned();
+  delay(produce_);
+  for (size_t g = 0; g < gs.size(); ++g) {
+    std::vector<double> v(gs[g].elements);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
+    const std::vector<std::byte> bytes = encode(gs[g].dtype, v);
+    if (bytes.empty()) continue;
+    void* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(&pinned, bytes.size()), cudaSuccess);
+    pinned_.push_back(pinned);
+    std::memcpy(pinned, bytes.data(), bytes.size());
+    ASSERT_EQ(cudaMemcpyAsync(ptr[g], pinned, bytes.size(), cudaMemcpyHostToDevice, produce_),
+              cudaSuccess);
+  }
+}
+
+std::vector<std::byte> download(const void* p, size_t bytes, cudaStream_t s) {
+  std::vector<std::byte> out(bytes);
+  if (bytes) EXPECT_EQ(cudaMemcpyAsync(out.data(), p, bytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  return out;
+}
+
+TEST_F(ReducerGpuTest, AveragesEveryDtypeOnTheGradientsStreams) {
+  const auto gs = on_device(device_);
+  ReducerOptions opt;
+  opt.caps = BucketCaps{4096, 64 << 10};  // several Buckets, rebuilt after step 0
+  Reducer r(*comm_, gs, opt);
+  DeviceGrads d;
+  for (const auto& g : gs) {
+    d.ptr.push_back(nullptr);
+    ASSERT_EQ(cudaMalloc(&d.ptr.back(), g.elements * element_size(g.dtype) + 1), cudaSuccess);
+  }
+  const uint64_t gen0 = r.plan_generation();
+  for (int step = 0; step < 3; ++step) {
+    produce(d.ptr, gs, step);
+    // Forward registration order: not the plan's guess, so step 0 rebuilds.
+    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, d.ptr[g], produce_);
+    delay(consume_);  // the write-back must wait for this too
+    r.finalize(consume_);
+    for (size_t g = 0; g < gs.size(); ++g) {
+      const auto got = download(d.ptr[g], gs[g].elements * element_size(gs[g].dtype), consume_);
+      expect_average(gs[g].dtype, got, comm_->size(), step, g, nullptr, "mark_ready(i, grad, stream)");
+    }
+  }
+  EXPECT_EQ(r.step(), 3u);
+  EXPECT_EQ(r.plan_generation(), gen0 + 1) << "step 0's order differs from the guess: one rebuild";
+  EXPECT_GT(r.plan().buckets.size(), 2u);
+}
+
+TEST_F(ReducerGpuTest, BucketViewsScaleInPlaceAndSurviveTheRebuild) {
+  const auto gs = on_device(device_);
+  ReducerOptions opt;
+  opt.caps = BucketCaps{4096, 64 << 10};
+  opt.gradient_as_bucket_view = true;
+  Reducer r(*comm_, gs, opt);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<void*> views;
+    for (size_t g = 0; g < gs.size(); ++g) views.push_back(r.bucket_view(g));
+    produce(views, gs, step);
+    const uint64_t gen = r.plan_generation();
+    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, nullptr, produce_);
+    r.finalize(consume_);
+    if (step == 0) EXPECT_EQ(r.plan_generation(), gen + 1);
+    // After a rebuild the views moved and carry the step's results.
+    for (size_t g = 0; g < gs.size(); ++g) {
+      const auto got = download(r.bucket_view(g), gs[g].elements * element_size(gs[g].dtype), consume_);
+      expect_average(gs[g].dtype, got, comm_->size(), step, g, nullptr, "bucket view");
+    }
+  }
+}
+
+TEST_F(ReducerGpuTest, UnusedParametersContributeZerosAndShardedModeWritesBack) {
+  for (bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "sharded" : "allreduce");
+    const auto gs = on_device(device_);
+    ReducerOptions opt;
+    opt.caps = BucketCaps{4096, 64 << 10};
+    opt.find_unused_parameters = true;
+    opt.sharded = sharded;
+    Reducer r(*comm_, gs, opt);
+    DeviceGrads d;
+    for (size_t g = 0; g < gs.size(); ++g) {
+      d.ptr.push_back(nullptr);
+      ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype) + 1), cudaSuccess);
+      r.set_gradient_buffer(g, d.ptr[g]);
+    }
+    for (int step = 0; step < 2; ++step) {
+      produce(d.ptr, gs, step);
+      // Gradients 1 and 5 are used on rank 0 only: the others contribute zeros.
+      for (size_t g = 0; g < gs.size(); ++g) {
+        if ((g == 1 || g == 5) && comm_->rank() != 0) continue;
+        r.mark_ready(g, nullptr, produce_);
+      }
+      r.finalize(consume_);
+      for (size_t g = 0; g < gs.size(); ++g) {
+        const size_t es = element_size(gs[g].dtype);
+        const auto got = download(d.ptr[g], gs[g].elements * es, consume_);
+        std::vector<bool> marker;
+        const bool rank0_only = g == 1 || g == 5;
+        if (!sharded || step == 0) {  // step 0 rebuilds: every rank gets every element
+          expect_average(gs[g].dtype, got, comm_->size(), step, g, rank0_only ? &marker : nullptr,
+                         "unused/sharded");
+        }
+      }
+      if (sharded && step == 1) {
+        // Without a rebuild only this rank's shard pieces are averages.
+        for (size_t b = 0; b < r.plan().buckets.size(); ++b) {
+          const Reducer::Shard sh = r.shard(b);
+          for (const auto& p : sh.pieces) {
+            const size_t es = element_size(gs[p.gradient].dtype);
+            const auto all = download(d.ptr[p.gradient], gs[p.gradient].elements * es, consume_);
+            std::vector<std::byte> piece(all.begin() + p.offset * es,
+                                         all.begin() + (p.offset + p.count) * es);
+            std::vector<bool> marker;
+            const bool rank0_only = p.gradient == 1 || p.gradient == 5;
+            // expect_average indexes from 0: compare element by element here.
+            for (size_t k = 0; k < p.count; ++k) {
+              double want = 0;
+              for (int rr = 0; rr < comm_->size(); ++rr) {
+                if (!rank0_only || rr == 0) want += grad_value(rr, step, p.gradient, p.offset + k);
+              }
+              want /= comm_->size();
+              const double have = decode_one(gs[p.gradient].dtype, &piece[k * es]);
+              ASSERT_NEAR(have, want, comm_->size() <= 2 ? 0 : 2e-2 * std::max(1.0, std::fabs(want)))
+                  << "shard piece of gradient " << p.gradient << " element " << p.offset + k;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ReducerGpuTest, HostAndDeviceGradientsInOneReducer) {
+  std::vector<GradientInfo> gs = on_device(device_);
+  gs[1].device = -1;  // fc.bias stays in host memory
+  gs[3].device = -1;
+  ReducerOptions opt;
+  opt.caps = BucketCaps{4096, 64 << 10};
+  opt.shared_buckets = false;
+  Reducer r(*comm_, gs, opt);
+  DeviceGrads d;
+  std::vector<std::vector<std::byte>> host_grads(gs.size());
+  for (size_t g = 0; g < gs.size(); ++g) {
+    d.ptr.push_back(nullptr);
+    if (gs[g].device >= 0) {
+      ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype) + 1), cudaSuccess);
+    }
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<std::byte>> staged(gs.size());
+    for (size_t g = 0; g < gs.size(); ++g) {
+      std::vector<double> v(gs[g].elements);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
+      staged[g] = encode(gs[g].dtype, v);
+      if (gs[g].device < 0) {
+        host_grads[g] = staged[g];
+      } else if (!staged[g].empty()) {
+        ASSERT_EQ(cudaMemcpyAsync(d.ptr[g], staged[g].data(), staged[g].size(), cudaMemcpyHostToDevice, produce_), cudaSuccess);
+      }
+    }
+    for (size_t g = 0; g < gs.size(); ++g) {
+      r.mark_ready(g, gs[g].device < 0 ? static_cast<void*>(host_grads[g].data()) : d.ptr[g], produce_);
+    }
+    r.finalize(consume_);
+    ASSERT_EQ(cudaStreamSynchronize(consume_), cudaSuccess);
+    for (size_t g = 0; g < gs.size(); ++g) {
+      const size_t bytes = gs[g].elements * element_size(gs[g].dtype);
+      const auto got = gs[g].device < 0 ? host_grads[g] : download(d.ptr[g], bytes, consume_);
+      expect_average(gs[g].dtype, got, comm_->size(), step, g, nullptr, "host+device");
+    }
+  }
+}
+
+TEST_F(ReducerGpuTest, RefusesWhatItCannotDoOnTheDevice) {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  try {
+    Reducer r(*comm_, {{4, DataType::Float32, count, "far.w"}});
+    ADD_FAILURE() << "a device that does not exist must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("far.w"), std::string::npos) << e.what();
+  }
+  // The host-side compression hooks refuse device Buckets at finalize().
+  ReducerOptions opt;
+  opt.comm_hook = fp16_compress_hook();
+  Reducer r(*comm_, {{1000, DataType::Float32, device_, "w"}}, opt);
+  DeviceGrads d;
+  d.ptr.push_back(nullptr);
+  ASSERT_EQ(cudaMalloc(&d.ptr[0], 4000), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d.ptr[0], 0, 4000), cudaSuccess);
+  r.mark_ready(0, d.ptr[0], nullptr);
+  try {
+    r.finalize();
+    ADD_FAILURE() << "fp16_compress_hook on a device Bucket must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gradwire
