@@ -37,6 +37,15 @@ struct Options {
   // share a hostname, emulated hosts in tests).
   bool hierarchical = true;
   std::string host_id;  // "" = gethostname() (GRADWIRE_HOST_ID)
+  // How collectives on CUDA buffers run (GRADWIRE_DEVICE_PATH):
+  //  "auto"   NCCL when this gradwire was built with its headers, else staged;
+  //  "nccl"   NCCL (one GPU per rank);
+  //  "staged" gradwire's own algorithms over libfabric on pinned host copies
+  //           of the device buffers (Note [staged device collectives] in
+  //           src/transport/ofi/staged_backend.cpp): for providers and
+  //           machines without NCCL, and ranks that share a GPU.
+  // Every rank must choose the same path.
+  std::string device_path = "auto";
   // spdlog level: trace, debug, info, warn, error, off (GRADWIRE_LOG_LEVEL).
   std::string log_level = "warn";
 

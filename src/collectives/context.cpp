@@ -30,7 +30,7 @@ std::span<Request> Context::requests(size_t n) {
 void Context::send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot) {
   GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
   try {
-    transport_.isend(req, peer, buf, bytes, make_tag(seq_, rank_, slot), deadline_);
+    transport_.isend(req, peer, buf, bytes, make_tag(seq_, rank_, slot_base_ + slot), deadline_);
   } catch (const Error& e) {
     // The transport knows the peer, not the collective: say both.
     raise(e.code(), "{}: {}", what_, e.message());
@@ -40,7 +40,7 @@ void Context::send(Request& req, int peer, const void* buf, size_t bytes, uint32
 void Context::recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slot) {
   GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
   try {
-    transport_.irecv(req, peer, buf, bytes, make_tag(seq_, peer, slot), deadline_);
+    transport_.irecv(req, peer, buf, bytes, make_tag(seq_, peer, slot_base_ + slot), deadline_);
   } catch (const Error& e) {
     raise(e.code(), "{}: {}", what_, e.message());
   }

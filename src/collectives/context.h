@@ -56,6 +56,11 @@ class Context {
   // "rank 2: allreduce #17 (1048576 x float32 sum)"
   const std::string& what() const { return what_; }
   void set_algorithm(std::string_view name) { algorithm_ = name; }
+  // Added to every slot of send/recv: lets one collective run several
+  // algorithm instances back to back (the staged pieces of a device buffer,
+  // Note [staged device collectives]) without their messages matching each
+  // other's receives. Every rank must set the same base.
+  void set_slot_base(uint32_t base) { slot_base_ = base; }
   // Note [interrupting a collective]: another thread (the watchdog, on a
   // peer's report of a failure) sets `*flag` after writing `*reason` and
   // `*code`; waits then fail with that code naming the reason instead of
@@ -112,6 +117,7 @@ class Context {
   int rank_, size_;
   uint32_t seq_;
   Deadline deadline_;
+  uint32_t slot_base_ = 0;
   const Options& options_;
   std::array<std::vector<std::byte>, 2>& scratch_;
   std::string what_;

@@ -28,6 +28,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_DEBUG",           "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",    "GRADWIRE_STALL_SHUTDOWN_S",  // read by the Reducer
     "GRADWIRE_TRACE_DIR",       "GRADWIRE_HIERARCHICAL", "GRADWIRE_HOST_ID",
+    "GRADWIRE_DEVICE_PATH",
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
 };
@@ -125,6 +126,14 @@ Options Options::with_env_overrides() const {
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_HIERARCHICAL='{}' must be 'auto' or 'off'", v);
   }
   if (const char* v = env("GRADWIRE_HOST_ID")) o.host_id = v;
+  if (const char* v = env("GRADWIRE_DEVICE_PATH")) {
+    std::string_view s(v);
+    if (s != "auto" && s != "nccl" && s != "staged") {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_DEVICE_PATH='{}' must be 'auto', 'nccl' or 'staged'", v);
+    }
+    o.device_path = v;
+  }
   if (const char* v = env("GRADWIRE_FR_SIZE")) {
     errno = 0;
     char* end = nullptr;
@@ -157,6 +166,11 @@ Options Options::with_env_overrides() const {
 void Options::validate() const {
   if (timeout.count() <= 0) {
     raise(ErrorCode::InvalidArgument, "Options::timeout must be positive (got {} ms)", timeout.count());
+  }
+  if (device_path != "auto" && device_path != "nccl" && device_path != "staged") {
+    raise(ErrorCode::InvalidArgument,
+          "Options::device_path / GRADWIRE_DEVICE_PATH = '{}' must be 'auto', 'nccl' or 'staged'",
+          device_path);
   }
   if (segment_bytes < 4096 || segment_bytes > (size_t(1) << 30)) {
     raise(ErrorCode::InvalidArgument,

@@ -9,6 +9,7 @@
 #include "gradwire/communicator.h"
 
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ inline std::string no_device_reason() {
 inline int device_count() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+// True when device collectives take the staged path (GRADWIRE_DEVICE_PATH=
+// staged): ranks may then share a GPU.
+inline bool staged_path() {
+  const char* v = std::getenv("GRADWIRE_DEVICE_PATH");
+  return v != nullptr && std::string(v) == "staged";
 }
 
 // The test binary's world communicator, one rank per GPU (WORLD_SIZE ranks

@@ -7,7 +7,8 @@
 //   gradwire_gpu_bench [--mib N] [--iters N]
 //
 // To time a new kernel, add an entry to kKernels: its name, the bytes one
-// call moves, and the call.
+// call over n elements moves (0: not memory-bound, time only), and the call.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "gradwire/types.h"
+#include "kernels/cuda/compress.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scale.h"
 
@@ -40,39 +42,109 @@ struct Buffers {
   void* b;
   void* c;
   size_t bytes;
+  double* scratch;  // one double (rms_scale)
+  float* scale;     // one float (the sign kernels' scale)
+  void* cublas;     // cublasHandle_t on the bench stream
 };
 
 struct Kernel {
   const char* name;
   DataType dtype;
-  int streams_of_bytes;  // bytes moved per call = this x buffer bytes
+  std::function<double(size_t n)> moved;  // bytes read + written per call
   std::function<void(const Buffers&, size_t n, cudaStream_t)> run;
 };
 
+namespace cu = gradwire::kernels::cuda;
+constexpr size_t kRank = 4;  // PowerSGD rank for the low-rank products
+
+// The square matrix side whose float32 matrix fills n elements.
+size_t side(size_t n) {
+  size_t k = 1;
+  while ((k + 1) * (k + 1) <= n) ++k;
+  return k;
+}
+
 const Kernel kKernels[] = {
-    {"reduce sum", DataType::Float32, 3,
+    {"reduce sum", DataType::Float32, [](size_t n) { return 12.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::reduce(m.c, m.a, m.b, n, DataType::Float32, ReduceOp::Sum, s);
+       cu::reduce(m.c, m.a, m.b, n, DataType::Float32, ReduceOp::Sum, s);
      }},
-    {"reduce sum", DataType::BFloat16, 3,
+    {"reduce sum", DataType::BFloat16, [](size_t n) { return 6.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::reduce(m.c, m.a, m.b, n, DataType::BFloat16, ReduceOp::Sum, s);
+       cu::reduce(m.c, m.a, m.b, n, DataType::BFloat16, ReduceOp::Sum, s);
      }},
-    {"reduce max", DataType::Float16, 3,
+    {"reduce max", DataType::Float16, [](size_t n) { return 6.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::reduce(m.c, m.a, m.b, n, DataType::Float16, ReduceOp::Max, s);
+       cu::reduce(m.c, m.a, m.b, n, DataType::Float16, ReduceOp::Max, s);
      }},
-    {"divide", DataType::Float32, 2,
+    {"divide", DataType::Float32, [](size_t n) { return 8.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::divide(m.a, n, DataType::Float32, 3, s);
+       cu::divide(m.a, n, DataType::Float32, 3, s);
      }},
-    {"copy_divided", DataType::Float32, 2,
+    {"copy_divided", DataType::Float32, [](size_t n) { return 8.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::copy_divided(m.c, m.a, n, DataType::Float32, 3, s);
+       cu::copy_divided(m.c, m.a, n, DataType::Float32, 3, s);
      }},
-    {"copy_divided", DataType::BFloat16, 2,
+    {"copy_divided", DataType::BFloat16, [](size_t n) { return 4.0 * n; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
-       gradwire::kernels::cuda::copy_divided(m.c, m.a, n, DataType::BFloat16, 3, s);
+       cu::copy_divided(m.c, m.a, n, DataType::BFloat16, 3, s);
+     }},
+    // 1-bit compression (float32 gradients, float32 error feedback).
+    {"rms_scale", DataType::Float32, [](size_t n) { return 8.0 * n; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::rms_scale(static_cast<const float*>(m.a), static_cast<const float*>(m.b), n, m.scratch,
+                     m.scale, s);
+     }},
+    {"compress_signs", DataType::Float32, [](size_t n) { return 12.0 * n + n / 8.0; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::compress_signs(static_cast<const float*>(m.a), static_cast<float*>(m.b), m.scale,
+                          static_cast<uint8_t*>(m.c), n, s);
+     }},
+    {"decompress_signs", DataType::Float32, [](size_t n) { return 4.0 * n + n / 8.0; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::decompress_signs(static_cast<const uint8_t*>(m.c), m.scale, 0.5f,
+                            static_cast<float*>(m.b), n, false, s);
+     }},
+    {"decompress+acc", DataType::Float32, [](size_t n) { return 8.0 * n + n / 8.0; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::decompress_signs(static_cast<const uint8_t*>(m.c), m.scale, 0.5f,
+                            static_cast<float*>(m.b), n, true, s);
+     }},
+    // 16-bit casts (n float32 elements).
+    {"float_to_half", DataType::Float32, [](size_t n) { return 6.0 * n; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::float_to_half(static_cast<uint16_t*>(m.c), static_cast<const float*>(m.a), n, s);
+     }},
+    {"half_to_float", DataType::Float32, [](size_t n) { return 6.0 * n; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::half_to_float(static_cast<float*>(m.b), static_cast<const uint16_t*>(m.c), n, s);
+     }},
+    {"float_to_bf16", DataType::Float32, [](size_t n) { return 6.0 * n; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::float_to_bf16(static_cast<uint16_t*>(m.c), static_cast<const float*>(m.a), n, s);
+     }},
+    {"bf16_to_float", DataType::Float32, [](size_t n) { return 6.0 * n; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::bf16_to_float(static_cast<float*>(m.b), static_cast<const uint16_t*>(m.c), n, s);
+     }},
+    // PowerSGD on a square float32 matrix M filling the buffer, rank 4: the
+    // products read (or write) M once; orthonormalisation is one block over
+    // r rows of the side's length (latency, not bandwidth: time only).
+    {"lowrank_project", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
+     [](const Buffers& m, size_t n, cudaStream_t) {
+       const size_t k = side(n);
+       cu::lowrank_project(m.cublas, static_cast<const float*>(m.a), k, k,
+                           static_cast<const float*>(m.b), kRank, static_cast<float*>(m.c));
+     }},
+    {"lowrank_expand", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
+     [](const Buffers& m, size_t n, cudaStream_t) {
+       const size_t k = side(n);
+       cu::lowrank_expand(m.cublas, static_cast<const float*>(m.b),
+                          static_cast<const float*>(m.c), k, k, kRank, static_cast<float*>(m.a));
+     }},
+    {"orthonormalize", DataType::Float32, [](size_t) { return 0.0; },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       cu::orthonormalize_rows(static_cast<float*>(m.c), kRank, side(n), 1e-8f, s);
      }},
 };
 
@@ -112,14 +184,24 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const size_t bytes = mib << 20;
-  Buffers m{nullptr, nullptr, nullptr, bytes};
+  Buffers m{nullptr, nullptr, nullptr, bytes, nullptr, nullptr, nullptr};
   CHECK(cudaMalloc(&m.a, bytes));
   CHECK(cudaMalloc(&m.b, bytes));
   CHECK(cudaMalloc(&m.c, bytes));
+  CHECK(cudaMalloc(&m.scratch, sizeof(double)));
+  CHECK(cudaMalloc(&m.scale, sizeof(float)));
   CHECK(cudaMemset(m.a, 0x3c, bytes));  // finite values in every dtype
   CHECK(cudaMemset(m.b, 0x3c, bytes));
+  CHECK(cudaMemset(m.c, 0x3c, bytes));
+  CHECK(cudaMemset(m.scale, 0, sizeof(float)));
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
+  cublasHandle_t blas = nullptr;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, s) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
+  m.cublas = blas;
 
   const double copy_s = time_per_call(
       [&] { CHECK(cudaMemcpyAsync(m.c, m.a, bytes, cudaMemcpyDeviceToDevice, s)); }, iters, s);
@@ -132,11 +214,20 @@ int main(int argc, char** argv) {
   for (const Kernel& k : kKernels) {
     const size_t n = bytes / gradwire::element_size(k.dtype);
     const double t = time_per_call([&] { k.run(m, n, s); }, iters, s);
-    const double bw = double(k.streams_of_bytes) * double(bytes) / t / 1e9;
-    std::printf("%-16s %-9s %12zu %12.1f %10.1f %7.0f%%\n", k.name,
-                std::string(gradwire::to_string(k.dtype)).c_str(), n, t * 1e6, bw,
-                100.0 * bw / copy_bw);
+    const double moved = k.moved(n);
+    const std::string dtype(gradwire::to_string(k.dtype));
+    if (moved > 0) {
+      const double bw = moved / t / 1e9;
+      std::printf("%-16s %-9s %12zu %12.1f %10.1f %7.0f%%\n", k.name, dtype.c_str(), n, t * 1e6,
+                  bw, 100.0 * bw / copy_bw);
+    } else {
+      std::printf("%-16s %-9s %12zu %12.1f %10s %8s\n", k.name, dtype.c_str(), n, t * 1e6, "-",
+                  "-");
+    }
   }
+  cublasDestroy(blas);
+  CHECK(cudaFree(m.scratch));
+  CHECK(cudaFree(m.scale));
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFree(m.a));
   CHECK(cudaFree(m.b));

@@ -50,7 +50,9 @@ TEST(Options, EnvironmentOverrides) {
   ScopedEnv d("GRADWIRE_SMALL_MSG_BYTES", "1M");
   ScopedEnv e("GRADWIRE_OFI_REGISTER", "always");
   ScopedEnv f("GRADWIRE_LOG_LEVEL", "debug");
+  ScopedEnv g("GRADWIRE_DEVICE_PATH", "staged");
   Options o = Options{}.with_env_overrides();
+  EXPECT_EQ(o.device_path, "staged");
   EXPECT_EQ(o.timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(o.provider, "tcp;ofi_rxm");
   EXPECT_EQ(o.segment_bytes, 256u * 1024);
@@ -84,6 +86,10 @@ TEST(Options, MalformedValuesNameTheVariable) {
   {
     ScopedEnv a("GRADWIRE_LOG_LEVEL", "loud");
     expect_invalid({}, "GRADWIRE_LOG_LEVEL");
+  }
+  {
+    ScopedEnv a("GRADWIRE_DEVICE_PATH", "fast");
+    expect_invalid({}, "GRADWIRE_DEVICE_PATH");
   }
   {
     ScopedEnv a("GRADWIRE_OFI_PROVIDER", "shm && rm -rf /");

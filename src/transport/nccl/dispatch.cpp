@@ -54,18 +54,28 @@ Backend* route(CommunicatorImpl& comm, std::string_view op,
   return &backend(comm, where.device);
 }
 
+bool uses_staged_path(const CommunicatorImpl& comm) {
+  const std::string& path = comm.options.device_path;
+  return path == "staged" || (path == "auto" && !built_with_nccl());
+}
+
 Backend& backend(CommunicatorImpl& comm, int device) {
-  if (!built_with_nccl()) {
+  const bool staged = uses_staged_path(comm);
+  if (!staged && !built_with_nccl()) {
     raise(ErrorCode::InvalidArgument,
           "rank {}: a collective got CUDA device memory (device {}), but this gradwire was built "
-          "without NCCL headers (GRADWIRE_HAVE_NCCL); copy the data to host memory or rebuild "
-          "with NCCL", comm.rank, device);
+          "without NCCL headers (GRADWIRE_HAVE_NCCL); set GRADWIRE_DEVICE_PATH=staged, copy the "
+          "data to host memory or rebuild with NCCL", comm.rank, device);
   }
   std::lock_guard<std::mutex> lk(comm.nccl_mu);
   if (!comm.nccl) {
+    if (staged) {
+      comm.nccl = ofi::create_staged_backend(comm, device);
+    } else {
 #if GRADWIRE_HAVE_NCCL
-    comm.nccl = create(comm, device);
+      comm.nccl = create(comm, device);
 #endif
+    }
   } else if (comm.nccl->device() != device) {
     raise(ErrorCode::InvalidArgument,
           "rank {}: this communicator runs its device collectives on CUDA device {}, but the "

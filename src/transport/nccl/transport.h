@@ -120,4 +120,18 @@ void abort(CommunicatorImpl& comm, const std::string& reason);
 // Creates the backend (transport.cpp; only with NCCL).
 BackendPtr create(CommunicatorImpl& comm, int device);
 
+// True if device collectives of this communicator go through the staged
+// backend (Options::device_path "staged", or "auto" without NCCL headers).
+bool uses_staged_path(const CommunicatorImpl& comm);
+
+}  // namespace gradwire::transport::nccl
+
+namespace gradwire::transport::ofi {
+// The staged backend (Note [staged device collectives] in
+// transport/ofi/staged_backend.cpp); needs CUDA, not NCCL.
+nccl::BackendPtr create_staged_backend(CommunicatorImpl& comm, int device);
+}  // namespace gradwire::transport::ofi
+
+namespace gradwire::transport::nccl {
+
 }  // namespace gradwire::transport::nccl
