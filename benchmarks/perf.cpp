@@ -25,19 +25,22 @@ using namespace gwperf;
 namespace {
 
 Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
+  void* send = b.send_ptr();
+  void* recv = b.recv_ptr();
   auto launch = [&]() -> Work {
-    if (a.coll == "allreduce") return comm.allreduce(b.send.data(), b.recv.data(), b.count, a.dtype, a.op);
-    if (a.coll == "reduce_scatter")
-      return comm.reduce_scatter(b.send.data(), b.recv.data(), b.count, a.dtype, a.op);
-    if (a.coll == "allgather") return comm.allgather(b.send.data(), b.recv.data(), b.count, a.dtype);
-    if (a.coll == "broadcast") return comm.broadcast(b.send.data(), b.recv.data(), b.count, a.dtype, 0);
-    return comm.alltoall(b.send.data(), b.recv.data(), b.send_count / comm.size(), a.dtype);
+    if (a.coll == "allreduce") return comm.allreduce(send, recv, b.count, a.dtype, a.op);
+    if (a.coll == "reduce_scatter") return comm.reduce_scatter(send, recv, b.count, a.dtype, a.op);
+    if (a.coll == "allgather") return comm.allgather(send, recv, b.count, a.dtype);
+    if (a.coll == "broadcast") return comm.broadcast(send, recv, b.count, a.dtype, 0);
+    return comm.alltoall(send, recv, b.send_count / comm.size(), a.dtype);
   };
   Row row;
   row.impl = "gradwire";
   if (a.check) {
     std::fill(b.recv.begin(), b.recv.end(), std::byte{0});
+    if (b.recv_dev) clear_device_recv(b);
     launch().wait();
+    if (b.recv_dev) download_recv(b);
     row.wrong = count_wrong(a, b, comm.rank(), comm.size());
   }
   for (int i = 0; i < a.warmup; ++i) launch().wait();
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
                 a.coll.c_str(), n, provider.c_str(), std::string(to_string(a.dtype)).c_str(),
                 std::string(to_string(a.op)).c_str(), a.iters, a.warmup,
                 a.compare.empty() ? "" : ", compared with Open MPI",
-                a.buffers == "shared" ? ", buffers from allocate_shared" : "");
+                a.buffers == "shared" ? ", buffers from allocate_shared"
+                : a.buffers == "cuda" ? ", buffers in CUDA device memory" : "");
     std::printf("# memory bandwidth probe (one core, 256 MiB): memcpy %.2f GB/s, a += b %.2f GB/s\n",
                 mem.memcpy_gbs, mem.add_gbs);
     std::printf("#%12s %12s %9s %7s %11s %9s %9s %7s  %s\n", "size", "count", "type", "redop",
@@ -149,7 +153,9 @@ int main(int argc, char** argv) {
         wrong_all += r.wrong;
         if (root) print_row(r, a);
         // compare.py and plot.py tell the direct path apart by this label.
-        json_rows.push_back(json_row(r, a, n, a.buffers == "shared" ? provider + "+direct" : provider));
+        json_rows.push_back(json_row(r, a, n, a.buffers == "shared" ? provider + "+direct"
+                                              : a.buffers == "cuda"  ? provider + "+cuda"
+                                                                     : provider));
       }
       if (rows.size() == 2 && rows[0].available && rows[1].available && root) {
         std::printf("#%12s gradwire/mpi busbw ratio %.2fx\n", "", rows[0].busbw / rows[1].busbw);

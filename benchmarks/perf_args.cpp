@@ -33,7 +33,7 @@ size_t parse_size(const std::string& flag, const char* s) {
                "[-w warmup]\n"
                "         [-c 0|1] [-d dtype] [-o sum|avg|min|max|prod] [-z 0|1]\n"
                "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
-               "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared]\n",
+               "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared|cuda]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -75,7 +75,12 @@ Args parse_args(int argc, char** argv) {
     usage("unknown collective " + a.coll);
   }
   if (!a.compare.empty() && a.compare != "mpi") usage("--compare takes 'mpi'");
-  if (a.buffers != "private" && a.buffers != "shared") usage("--buffers takes private or shared");
+  if (a.buffers != "private" && a.buffers != "shared" && a.buffers != "cuda") {
+    usage("--buffers takes private, shared or cuda");
+  }
+  if (a.buffers == "cuda" && !a.compare.empty()) {
+    usage("--buffers cuda cannot --compare mpi (this Open MPI is not CUDA-aware)");
+  }
   return a;
 }
 

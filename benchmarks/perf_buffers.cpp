@@ -65,6 +65,7 @@ Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm) 
   }
   const size_t first = a.coll == "allgather" ? gradwire::shard_offset(b.count, n, rank) : 0;
   for (size_t i = 0; i < b.send_count; ++i) store(a.dtype, b.send.data() + i * es, pattern(rank, first + i));
+  if (a.buffers == "cuda") to_device(b, rank);
   return b;
 }
 

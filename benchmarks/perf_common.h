@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,8 @@ struct Args {
   std::string json;     // output file, or ""
   // "private": std::vector memory; "shared": Communicator::allocate_shared
   // (the direct path between the ranks of one host; Open MPI runs on the
-  // same buffers).
+  // same buffers); "cuda": cudaMalloc on the rank's GPU (local rank modulo
+  // the device count), i.e. the NCCL or staged path (GRADWIRE_DEVICE_PATH).
   std::string buffers = "private";
 };
 Args parse_args(int argc, char** argv);
@@ -54,6 +56,11 @@ struct Buffers {
   std::span<std::byte> send, recv;
   std::vector<std::byte> send_owned, recv_owned;           // --buffers private
   gradwire::SharedBuffer send_shared, recv_shared;         // --buffers shared
+  // --buffers cuda: the device buffers; send/recv above are their host
+  // mirrors (filled, then uploaded; downloaded for the check).
+  std::shared_ptr<void> send_dev, recv_dev;
+  void* send_ptr() const { return send_dev ? send_dev.get() : send.data(); }
+  void* recv_ptr() const { return recv_dev ? recv_dev.get() : recv.data(); }
 };
 Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm);
 
@@ -63,6 +70,13 @@ Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm);
 int64_t count_wrong(const Args& a, const Buffers& b, int rank, int world);
 
 double bus_factor(const std::string& coll, int world);
+
+// --buffers cuda (perf_cuda.cpp): picks this rank's GPU and puts b's send
+// and receive buffers there (uploading the send pattern); clears the device
+// receive buffer; brings it back into b.recv. Without CUDA: exit with usage.
+void to_device(Buffers& b, int rank);
+void clear_device_recv(Buffers& b);
+void download_recv(Buffers& b);
 
 struct Row {
   std::string impl;  // "gradwire" or "mpi"

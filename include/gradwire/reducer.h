@@ -134,14 +134,19 @@ class BucketContext {
   // needed), valid until the Work completes: where compression hooks put
   // 16-bit data.
   void* scratch(size_t bytes);
+  // The same in the device memory of a device Bucket (InvalidArgument for
+  // a host Bucket).
+  void* device_scratch(size_t bytes);
 
   BucketContext(Communicator& comm, uint64_t step, size_t index, DataType dtype, size_t count,
                 void* buffer, size_t result_offset, size_t result_count, bool sharded,
                 const std::vector<size_t>& gradients, const std::vector<Tensor>& tensors,
-                std::vector<std::byte>* scratch, int device = -1, void* stream = nullptr);
+                std::vector<std::byte>* scratch, int device = -1, void* stream = nullptr,
+                std::function<void*(size_t)> device_scratch = {});
 
  private:
   std::vector<std::byte>* scratch_;
+  std::function<void*(size_t)> device_scratch_;
 };
 
 using CommHook = std::function<Work(BucketContext&)>;
@@ -152,7 +157,9 @@ using CommHook = std::function<Work(BucketContext&)>;
 CommHook allreduce_hook();
 // Float32 Buckets travel as float16 / bfloat16: cast into scratch, reduce in
 // 16-bit, widen into `result`. Other dtypes fall back to allreduce_hook().
-// Host Buckets only: on a device Bucket they fail with InvalidArgument.
+// On a device Bucket the casts are CUDA kernels with the CPU casts' bits
+// (kernels/cuda/cast.cu): the narrowing on the Bucket's stream, the widening
+// once the collective is done, on a private stream that the Work waits for.
 // Error: 16-bit rounding of the pre-divided values plus n-1 roundings of the
 // partial sums (every reduction step computes in float32 and rounds once), so
 // about n * 2^-11 (fp16) or n * 2^-8 (bf16) relative to the largest

@@ -95,17 +95,6 @@ __global__ void decompress_kernel(const uint8_t* bits, const float* scale_p, flo
   }
 }
 
-template <typename D, typename S, D (*F)(S)>
-__global__ void convert_kernel(D* dst, const S* src, size_t n) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = F(src[i]);
-}
-
-__device__ uint16_t d_float_to_half(float f) { return kernels::float_to_half(f); }
-__device__ float d_half_to_float(uint16_t h) { return kernels::half_to_float(h); }
-__device__ uint16_t d_float_to_bf16(float f) { return kernels::float_to_bf16(f); }
-__device__ float d_bf16_to_float(uint16_t h) { return kernels::bf16_to_float(h); }
-
 // ---- PowerSGD orthonormalisation: one block, rows in order, like the CPU.
 
 __device__ double block_sum(double v, double* shared) {
@@ -165,26 +154,7 @@ void decompress_signs(const uint8_t* bits, const float* scale, float multiplier,
   check("decompress_signs");
 }
 
-void float_to_half(uint16_t* dst, const float* src, size_t n, void* stream) {
-  if (n == 0) return;
-  convert_kernel<uint16_t, float, d_float_to_half><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
-  check("float_to_half");
-}
-void half_to_float(float* dst, const uint16_t* src, size_t n, void* stream) {
-  if (n == 0) return;
-  convert_kernel<float, uint16_t, d_half_to_float><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
-  check("half_to_float");
-}
-void float_to_bf16(uint16_t* dst, const float* src, size_t n, void* stream) {
-  if (n == 0) return;
-  convert_kernel<uint16_t, float, d_float_to_bf16><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
-  check("float_to_bf16");
-}
-void bf16_to_float(float* dst, const uint16_t* src, size_t n, void* stream) {
-  if (n == 0) return;
-  convert_kernel<float, uint16_t, d_bf16_to_float><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n);
-  check("bf16_to_float");
-}
+// The 16-bit casts are in cast.cu (built into libgradwire).
 
 // Row-major X (a x b) is column-major X^T (b x a); see compress.h for the
 // layouts. cuBLAS computes column-major C = op(A) op(B).

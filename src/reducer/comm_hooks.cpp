@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "gradwire/reducer.h"
 #include "kernels/cpu/reduce.h"
+#include "reducer/device.h"
 
 namespace gradwire {
 
@@ -16,13 +17,21 @@ BucketContext::BucketContext(Communicator& comm_in, uint64_t step_in, size_t ind
                              const std::vector<size_t>& gradients_in,
                              const std::vector<Tensor>& tensors_in,
                              std::vector<std::byte>* scratch, int device_in,
-                             void* stream_in)
+                             void* stream_in, std::function<void*(size_t)> device_scratch)
     : comm(comm_in), step(step_in), index(index_in), dtype(dtype_in), count(count_in),
       buffer(buffer_in),
       result(static_cast<std::byte*>(buffer_in) + result_offset_in * element_size(dtype_in)),
       result_offset(result_offset_in), result_count(result_count_in), sharded(sharded_in),
       gradients(gradients_in), tensors(tensors_in), device(device_in), stream(stream_in),
-      scratch_(scratch) {}
+      scratch_(scratch), device_scratch_(std::move(device_scratch)) {}
+
+void* BucketContext::device_scratch(size_t bytes) {
+  if (!device_scratch_) {
+    raise(ErrorCode::InvalidArgument, "rank {}: bucket {} is in host memory; device_scratch() is "
+          "for device Buckets", comm.rank(), index);
+  }
+  return device_scratch_(bytes);
+}
 
 void* BucketContext::scratch(size_t bytes) {
   // Grows only: Buckets keep their sizes across steps (until a rebuild), so
@@ -48,26 +57,47 @@ namespace {
 // narrowing (folded into mark_ready's copy), so the sum cannot overflow
 // float16 where the average does not (the reason c10d's fp16 hook divides
 // first, too).
-CommHook compress_hook(DataType wire, void (*narrow)(uint16_t*, const float*, size_t),
-                       void (*widen)(float*, const uint16_t*, size_t)) {
+struct Casts {
+  void (*narrow)(uint16_t*, const float*, size_t);
+  void (*widen)(float*, const uint16_t*, size_t);
+  // The CUDA twins (kernels/cuda/compress.h); a stream is a cudaStream_t.
+  void (*device_narrow)(uint16_t*, const float*, size_t, void*);
+  void (*device_widen)(float*, const uint16_t*, size_t, void*);
+};
+
+CommHook compress_hook(DataType wire, Casts casts) {
   return [=](BucketContext& c) -> Work {
-    if (c.device >= 0) {
-      raise(ErrorCode::InvalidArgument, "rank {}: the {} compression hook casts on the host; "
-            "bucket {} is on CUDA device {} (use the default hook there)", c.comm.rank(),
-            to_string(wire), c.index, c.device);
-    }
     if (c.dtype != DataType::Float32) return allreduce_hook()(c);
-    auto* low = static_cast<uint16_t*>(c.scratch(c.count * sizeof(uint16_t)));
-    narrow(low, static_cast<const float*>(c.buffer), c.count);
+    const bool device = c.device >= 0;
+    auto* low = static_cast<uint16_t*>(device ? c.device_scratch(c.count * sizeof(uint16_t))
+                                              : c.scratch(c.count * sizeof(uint16_t)));
+    if (device) {
+      // On the Bucket's stream; the collective waits for it (the Reducer
+      // runs hooks under DeviceStreamScope(c.stream)).
+      reducer::with_device(c.device, [&] {
+        casts.device_narrow(low, static_cast<const float*>(c.buffer), c.count, c.stream);
+      });
+    } else {
+      casts.narrow(low, static_cast<const float*>(c.buffer), c.count);
+    }
     Work w = c.sharded
                  ? c.comm.reduce_scatter(low, low + c.result_offset, c.count, wire, ReduceOp::Sum)
                  : c.comm.allreduce(low, low, c.count, wire, ReduceOp::Sum);
     float* out = static_cast<float*>(c.result);
     const uint16_t* in = low + c.result_offset;
     const size_t n = c.result_count;
-    // Runs on the engine thread before the Work reads as done.
+    const int dev = c.device;
+    // Runs before the Work reads as done (engine or NCCL poller thread),
+    // when the 16-bit result is complete.
     w.then([=](std::exception_ptr err) {
-      if (!err) widen(out, in, n);
+      if (err) return;
+      if (dev >= 0) {
+        reducer::run_on_device_and_wait(dev, [&](void* stream) {
+          casts.device_widen(out, in, n, stream);
+        });
+      } else {
+        casts.widen(out, in, n);
+      }
     });
     return w;
   };
@@ -76,11 +106,17 @@ CommHook compress_hook(DataType wire, void (*narrow)(uint16_t*, const float*, si
 }  // namespace
 
 CommHook fp16_compress_hook() {
-  return compress_hook(DataType::Float16, kernels::float_to_half, kernels::half_to_float);
+  return compress_hook(DataType::Float16,
+                       {kernels::float_to_half, kernels::half_to_float,
+                        reducer::device_kernels().float_to_half,
+                        reducer::device_kernels().half_to_float});
 }
 
 CommHook bf16_compress_hook() {
-  return compress_hook(DataType::BFloat16, kernels::float_to_bf16, kernels::bf16_to_float);
+  return compress_hook(DataType::BFloat16,
+                       {kernels::float_to_bf16, kernels::bf16_to_float,
+                        reducer::device_kernels().float_to_bf16,
+                        reducer::device_kernels().bf16_to_float});
 }
 
 // ---------------------------------------------------------------- StepStats

@@ -3,11 +3,15 @@
 // without CUDA every entry point refuses with InvalidArgument.
 #include "reducer/device.h"
 
+#include <mutex>
+#include <vector>
+
 #include "core/errors.h"
 
 #if GRADWIRE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/compress.h"
 #include "kernels/cuda/scale.h"
 #include "transport/nccl/resources.h"
 #endif
@@ -150,6 +154,40 @@ void DeviceBuckets::synchronize() noexcept {
   cudaGetLastError();
 }
 
+const DeviceKernels& device_kernels() {
+  static const DeviceKernels k{kernels::cuda::float_to_half, kernels::cuda::half_to_float,
+                               kernels::cuda::float_to_bf16, kernels::cuda::bf16_to_float};
+  return k;
+}
+
+void with_device(int device, const std::function<void()>& fn) {
+  DeviceGuard guard(device);
+  fn();
+}
+
+void run_on_device_and_wait(int device, const std::function<void(void*)>& fn) {
+  // One stream per device, made on first use and never destroyed: it is
+  // used from library threads until exit, when the CUDA runtime may already
+  // be torn down.
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  cudaStream_t s = nullptr;
+  DeviceGuard guard(device);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (streams.size() <= size_t(device)) streams.resize(size_t(device) + 1, nullptr);
+    if (!streams[size_t(device)]) {
+      check(cudaStreamCreateWithFlags(&streams[size_t(device)], cudaStreamNonBlocking),
+            "comm hook", "cudaStreamCreate");
+    }
+    s = streams[size_t(device)];
+  }
+  fn(s);
+  EventPtr done = make_event("comm hook");
+  check(cudaEventRecord(done.get(), s), "comm hook", "cudaEventRecord");
+  check(cudaEventSynchronize(done.get()), "comm hook", "cudaEventSynchronize");
+}
+
 #else  // no CUDA in this build
 
 struct DeviceBuckets::State {};
@@ -176,6 +214,13 @@ void* DeviceBuckets::bucket_ready(const std::vector<size_t>&) { return nullptr; 
 void DeviceBuckets::copy(void*, const void*, size_t, void*) {}
 void DeviceBuckets::written(void*) {}
 void DeviceBuckets::synchronize() noexcept {}
+
+const DeviceKernels& device_kernels() {
+  static const DeviceKernels k;
+  return k;
+}
+void with_device(int, const std::function<void()>& fn) { fn(); }
+void run_on_device_and_wait(int, const std::function<void(void*)>&) {}
 
 #endif
 

@@ -28,6 +28,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,5 +92,23 @@ class DeviceBuckets {
   std::string where_;
   std::unique_ptr<State> state_;
 };
+
+// For comm hooks on device Buckets (comm_hooks.cpp).
+// The 16-bit casts of kernels/cuda/compress.h (cast.cu); null pointers in a
+// build without CUDA, where no device Bucket can exist.
+struct DeviceKernels {
+  void (*float_to_half)(uint16_t*, const float*, size_t, void*) = nullptr;
+  void (*half_to_float)(float*, const uint16_t*, size_t, void*) = nullptr;
+  void (*float_to_bf16)(uint16_t*, const float*, size_t, void*) = nullptr;
+  void (*bf16_to_float)(float*, const uint16_t*, size_t, void*) = nullptr;
+};
+const DeviceKernels& device_kernels();
+// Calls fn() with `device` as the calling thread's current device.
+void with_device(int device, const std::function<void()>& fn);
+// Calls fn(stream) with a private non-blocking stream of `device` and waits
+// (host) until the work it enqueued is done: post-processing in a
+// Work::then callback, whose inputs are complete, that must be finished
+// before the Work reads as done. Throws Internal on a CUDA error.
+void run_on_device_and_wait(int device, const std::function<void(void*)>& fn);
 
 }  // namespace gradwire::reducer

@@ -304,7 +304,15 @@ void Reducer::Impl::launch(size_t b) {
     BucketContext ctx(comm_, step_, b, bk.dtype, bk.elements, bk.data.data(),
                       options_.sharded ? bk.shard_offset : 0,
                       options_.sharded ? bk.shard_count : bk.elements, options_.sharded,
-                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch, bk.device, stream);
+                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch, bk.device, stream,
+                      bk.device >= 0 ? std::function<void*(size_t)>([this, &bk](size_t bytes) {
+                        if (bk.device_scratch_bytes < bytes) {  // grows once, on the first step
+                          bk.device_scratch = device_->allocate(bytes);
+                          bk.device_scratch_bytes = bytes;
+                        }
+                        return bk.device_scratch.get();
+                      })
+                                     : std::function<void*(size_t)>());
     Work w = hook_(ctx);
     if (!w.valid()) {
       raise(ErrorCode::InvalidArgument, "{}: the comm hook returned an empty Work for {}",

@@ -74,6 +74,8 @@ class Reducer::Impl {
     int device = -1;
     std::span<std::byte> data;      // device memory if device >= 0: never dereference
     std::vector<std::byte> scratch;  // for comm hooks (BucketContext::scratch)
+    reducer::DeviceMemory device_scratch;  // ... (BucketContext::device_scratch)
+    size_t device_scratch_bytes = 0;
     size_t elements = 0;
     DataType dtype = DataType::Float32;
     size_t shard_offset = 0, shard_count = 0;  // this rank's shard

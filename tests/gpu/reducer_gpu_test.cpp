@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_util.h"
+#include "gradwire/compress.h"
 #include "gradwire/error.h"
 #include "gradwire/reducer.h"
 #include "kernels/reduce_math.h"
@@ -100,9 +101,10 @@ double decode_one(DataType dt, const std::byte* p) {
 // The average over ranks, with the tolerance of dividing before summing in
 // the dtype (exact for a world of one or two).
 void expect_average(DataType dt, const std::vector<std::byte>& got, int world, int step,
-                    size_t g, const std::vector<bool>* used_on_rank0_only, const char* what) {
+                    size_t g, const std::vector<bool>* used_on_rank0_only, const char* what,
+                    bool wire16 = false) {
   const size_t es = element_size(dt), n = got.size() / es;
-  const double tol = world <= 2 ? 0 : (es == 2 ? 2e-2 : 1e-6);
+  const double tol = world <= 2 ? 0 : (es == 2 || wire16 ? 2e-2 : 1e-6);
   size_t bad = 0;
   for (size_t i = 0; i < n && bad < 5; ++i) {
     double want = 0;
@@ -325,9 +327,9 @@ TEST_F(ReducerGpuTest, RefusesWhatItCannotDoOnTheDevice) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("far.w"), std::string::npos) << e.what();
   }
-  // The host-side compression hooks refuse device Buckets at finalize().
+  // PowerSGD's matrix products run on the host: it refuses device Buckets.
   ReducerOptions opt;
-  opt.comm_hook = fp16_compress_hook();
+  opt.comm_hook = powersgd_hook(std::make_shared<PowerSGDState>());
   Reducer r(*comm_, {{1000, DataType::Float32, device_, "w"}}, opt);
   DeviceGrads d;
   d.ptr.push_back(nullptr);
@@ -336,10 +338,75 @@ TEST_F(ReducerGpuTest, RefusesWhatItCannotDoOnTheDevice) {
   r.mark_ready(0, d.ptr[0], nullptr);
   try {
     r.finalize();
-    ADD_FAILURE() << "fp16_compress_hook on a device Bucket must fail";
+    ADD_FAILURE() << "powersgd_hook on a device Bucket must fail";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+// fp16 / bf16 wire formats on device Buckets: CUDA casts with the CPU casts'
+// bits, the widening after the collective (Note [device Buckets]). The
+// gradients are small integers over the world size, exact in 16 bits for
+// worlds of one and two; float64 Buckets travel uncompressed.
+TEST_F(ReducerGpuTest, SixteenBitHooksOnDeviceBuckets) {
+  for (bool bf16 : {false, true}) {
+    for (bool sharded : {false, true}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + (sharded ? " sharded" : ""));
+      std::vector<GradientInfo> gs = {{1000, DataType::Float32, device_, "a"},
+                                      {33, DataType::Float64, device_, "b"},
+                                      {70001, DataType::Float32, device_, "c"},
+                                      {513, DataType::Float32, -1, "host"}};
+      ReducerOptions opt;
+      opt.caps = BucketCaps{4096, 64 << 10};
+      opt.comm_hook = bf16 ? bf16_compress_hook() : fp16_compress_hook();
+      opt.sharded = sharded;
+      opt.shared_buckets = false;
+      Reducer r(*comm_, gs, opt);
+      DeviceGrads d;
+      std::vector<std::vector<std::byte>> host_grads(gs.size());
+      for (size_t g = 0; g < gs.size(); ++g) {
+        d.ptr.push_back(nullptr);
+        if (gs[g].device >= 0) {
+          ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype)), cudaSuccess);
+        }
+      }
+      for (int step = 0; step < 2; ++step) {
+        std::vector<void*> targets(gs.size(), nullptr);
+        for (size_t g = 0; g < gs.size(); ++g) {
+          if (gs[g].device >= 0) {
+            targets[g] = d.ptr[g];
+          } else {
+            std::vector<double> v(gs[g].elements);
+            for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
+            host_grads[g] = encode(gs[g].dtype, v);
+          }
+        }
+        std::vector<GradientInfo> on_gpu;
+        std::vector<void*> ptrs;
+        for (size_t g = 0; g < gs.size(); ++g) {
+          GradientInfo info = gs[g];
+          if (info.device < 0) info.elements = 0;  // produce() uploads device gradients only
+          on_gpu.push_back(info);
+          ptrs.push_back(targets[g] ? targets[g] : d.ptr[0]);
+        }
+        produce(ptrs, on_gpu, step);
+        for (size_t g = 0; g < gs.size(); ++g) {
+          r.mark_ready(g, gs[g].device < 0 ? static_cast<void*>(host_grads[g].data()) : d.ptr[g],
+                       produce_);
+        }
+        const uint64_t generation = r.plan_generation();
+        r.finalize(consume_);
+        // Sharded: every element is an average only after a rebuild (Note
+        // [rebuild once]); otherwise only the shards are (checked elsewhere).
+        if (sharded && comm_->size() > 1 && r.plan_generation() == generation) continue;
+        for (size_t g = 0; g < gs.size(); ++g) {
+          const size_t bytes = gs[g].elements * element_size(gs[g].dtype);
+          const auto got = gs[g].device < 0 ? host_grads[g] : download(d.ptr[g], bytes, consume_);
+          expect_average(gs[g].dtype, got, comm_->size(), step, g, nullptr, "16-bit hook", true);
+        }
+      }
+    }
   }
 }
 
