@@ -3,9 +3,10 @@
 // the reduce_math.h conversions (Note [shared element math]), so a device
 // cast gives the CPU cast's bits. Built into libgradwire (the device
 // Buckets' 16-bit comm hooks use them) rather than gradwire_cuda_kernels.
-// Vectorised: a thread converts 8 elements per step with 16-byte loads and
-// stores (two float4 and one uint4) when both buffers are 16-byte aligned,
-// one element at a time otherwise and for the tail.
+// Vectorised: narrowing converts 8 elements per step (two float4 loads, one
+// uint4 store), widening 4 (one 8-byte load, one float4 store), when the
+// buffers are aligned for them; one element at a time otherwise and for the
+// tail.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,21 +45,19 @@ __global__ void narrow_kernel(uint16_t* __restrict__ dst, const float* __restric
   for (size_t i = packs * 8 + tid; i < n; i += stride) dst[i] = F(src[i]);
 }
 
+// 8 bytes of 16-bit values in, 16 bytes of float32 out, per pack of 4 (so
+// neighbouring threads store neighbouring float4: coalesced).
 template <float (*F)(uint16_t)>
 __global__ void widen_kernel(float* __restrict__ dst, const uint16_t* __restrict__ src,
                              size_t packs, size_t n) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (size_t p = tid; p < packs; p += stride) {
-    const uint4 in = reinterpret_cast<const uint4*>(src)[p];
-    const float4 a{F(uint16_t(in.x)), F(uint16_t(in.x >> 16)), F(uint16_t(in.y)),
-                   F(uint16_t(in.y >> 16))};
-    const float4 b{F(uint16_t(in.z)), F(uint16_t(in.z >> 16)), F(uint16_t(in.w)),
-                   F(uint16_t(in.w >> 16))};
-    reinterpret_cast<float4*>(dst)[2 * p] = a;
-    reinterpret_cast<float4*>(dst)[2 * p + 1] = b;
+    const uint2 in = reinterpret_cast<const uint2*>(src)[p];
+    reinterpret_cast<float4*>(dst)[p] = float4{F(uint16_t(in.x)), F(uint16_t(in.x >> 16)),
+                                               F(uint16_t(in.y)), F(uint16_t(in.y >> 16))};
   }
-  for (size_t i = packs * 8 + tid; i < n; i += stride) dst[i] = F(src[i]);
+  for (size_t i = packs * 4 + tid; i < n; i += stride) dst[i] = F(src[i]);
 }
 
 unsigned grid_for(size_t work) {
@@ -93,7 +92,7 @@ void narrow(uint16_t* dst, const float* src, size_t n, void* stream, const char*
 template <float (*F)(uint16_t)>
 void widen(float* dst, const uint16_t* src, size_t n, void* stream, const char* what) {
   if (n == 0) return;
-  const size_t packs = aligned16(dst) && aligned16(src) ? n / 8 : 0;
+  const size_t packs = aligned16(dst) && (reinterpret_cast<uintptr_t>(src) & 7u) == 0 ? n / 4 : 0;
   widen_kernel<F><<<grid_for(packs ? packs : n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       dst, src, packs, n);
   check(what);

@@ -74,9 +74,11 @@ class CudaCopyEngine final : public CopyEngine {
  public:
   CudaCopyEngine(int device, int slots, size_t slot_bytes) : device_(device), bytes_(slot_bytes) {
     nccl::DeviceGuard guard(device);
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    stream_.reset(s);
+    for (nccl::StreamPtr* p : {&to_host_, &to_device_}) {
+      cudaStream_t s = nullptr;
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      p->reset(s);
+    }
     for (int i = 0; i < slots; ++i) {
       void* p = nullptr;
       check(cudaHostAlloc(&p, slot_bytes, cudaHostAllocPortable), "cudaHostAlloc");
@@ -91,11 +93,16 @@ class CudaCopyEngine final : public CopyEngine {
   size_t slot_bytes() const override { return bytes_; }
   void* slot(int i) override { return host_[size_t(i)].get(); }
 
+  // One stream per direction, so the copy engines run both at once (PCIe
+  // is full duplex: one stream made the staged path's copies take the sum
+  // of both directions' times). A slot's event is recorded after its latest
+  // copy, and run_staged starts no copy on a slot before done(slot), so a
+  // slot is never in both streams at once.
   void to_host(int i, const void* device_src, size_t bytes) override {
-    copy(host_[size_t(i)].get(), device_src, bytes, cudaMemcpyDeviceToHost, i);
+    copy(host_[size_t(i)].get(), device_src, bytes, cudaMemcpyDeviceToHost, i, to_host_.get());
   }
   void to_device(void* device_dst, int i, size_t bytes) override {
-    copy(device_dst, host_[size_t(i)].get(), bytes, cudaMemcpyHostToDevice, i);
+    copy(device_dst, host_[size_t(i)].get(), bytes, cudaMemcpyHostToDevice, i, to_device_.get());
   }
   bool done(int i) override {
     cudaError_t err = cudaEventQuery(events_[size_t(i)].get());
@@ -105,10 +112,11 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
  private:
-  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int i) {
+  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int i,
+            cudaStream_t stream) {
     nccl::DeviceGuard guard(device_);
-    check(cudaMemcpyAsync(dst, src, bytes, kind, stream_.get()), "cudaMemcpyAsync");
-    check(cudaEventRecord(events_[size_t(i)].get(), stream_.get()), "cudaEventRecord");
+    check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync");
+    check(cudaEventRecord(events_[size_t(i)].get(), stream), "cudaEventRecord");
   }
   void check(cudaError_t err, const char* call) const {
     if (err == cudaSuccess) return;
@@ -119,7 +127,7 @@ class CudaCopyEngine final : public CopyEngine {
 
   const int device_;
   const size_t bytes_;
-  nccl::StreamPtr stream_;
+  nccl::StreamPtr to_host_, to_device_;
   std::vector<nccl::PinnedMemoryPtr> host_;
   std::vector<nccl::EventPtr> events_;
 };
