@@ -85,11 +85,26 @@ __global__ void compress_kernel(const float* x, float* error, const float* scale
   }
 }
 
+// Four elements per thread step: one nibble of the packed signs in, one
+// float4 out (read too when accumulating), when `out` is 16-byte aligned;
+// the tail (and unaligned outputs) one element at a time.
 __global__ void decompress_kernel(const uint8_t* bits, const float* scale_p, float multiplier,
-                                  float* out, size_t n, bool accumulate) {
+                                  float* out, size_t packs, size_t n, bool accumulate) {
   const float scale = *scale_p * multiplier;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (size_t p = tid; p < packs; p += stride) {
+    const size_t i = 4 * p;
+    float4 v{sign_value(packed_bit(bits, i), scale), sign_value(packed_bit(bits, i + 1), scale),
+             sign_value(packed_bit(bits, i + 2), scale), sign_value(packed_bit(bits, i + 3), scale)};
+    float4* o = reinterpret_cast<float4*>(out) + p;
+    if (accumulate) {
+      const float4 a = *o;
+      v = float4{a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w};
+    }
+    *o = v;
+  }
+  for (size_t i = 4 * packs + tid; i < n; i += stride) {
     const float v = sign_value(packed_bit(bits, i), scale);
     out[i] = accumulate ? out[i] + v : v;
   }
@@ -149,8 +164,9 @@ void compress_signs(const float* x, float* error, const float* scale, uint8_t* b
 void decompress_signs(const uint8_t* bits, const float* scale, float multiplier, float* out,
                       size_t n, bool accumulate, void* stream) {
   if (n == 0) return;
-  decompress_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(bits, scale, multiplier, out,
-                                                                       n, accumulate);
+  const size_t packs = (reinterpret_cast<uintptr_t>(out) & 15u) == 0 ? n / 4 : 0;
+  decompress_kernel<<<blocks_for(packs ? packs : n), kThreads, 0, as_stream(stream)>>>(
+      bits, scale, multiplier, out, packs, n, accumulate);
   check("decompress_signs");
 }
 
