@@ -42,3 +42,23 @@ def test_a_failing_rank_ends_the_job(launcher):
     assert "failing on purpose" in proc.stdout, proc.stdout[-3000:]
     assert "returned without the last rank" not in proc.stdout, proc.stdout[-3000:]
     assert took < 60, f"{launcher}: the job took {took:.0f} s to end after a rank failed"
+
+
+def _cuda_devices():
+    try:
+        import torch
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        return 0
+
+
+@pytest.mark.parametrize("path,nproc", [("nccl", 1), ("nccl", 2), ("staged", 1), ("staged", 3)])
+def test_cuda_tensors(path, nproc, monkeypatch):
+    """CUDA tensors: NCCL needs a GPU per rank; the staged path lets ranks share one."""
+    devices = _cuda_devices()
+    if devices == 0:
+        pytest.skip("no CUDA device (torch.cuda.is_available() is false)")
+    if path == "nccl" and nproc > devices:
+        pytest.skip(f"{nproc} ranks on the NCCL path need {nproc} GPUs; this machine has {devices}")
+    monkeypatch.setenv("GRADWIRE_DEVICE_PATH", path)
+    launch("torchrun", nproc, "cuda_worker.py")

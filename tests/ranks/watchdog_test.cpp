@@ -29,8 +29,14 @@
 //   watchdog_test abort-policy  GRADWIRE_ASYNC_ERROR_HANDLING=abort: rank 0
 //                            skips; both processes abort (SIGABRT) after
 //                            dumping
+// GW_TEST_SHARED_BUFFERS=1 runs them on the direct path,
+// GW_TEST_DEVICE_BUFFERS=1 on CUDA buffers through the staged path.
 #include <signal.h>
 #include <unistd.h>
+
+#if GW_TEST_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -116,6 +122,26 @@ int main(int argc, char** argv) {
     shared = comm->allocate_shared(buf.size() * sizeof(float));
     data = shared.as<float>();
     std::fill(data, data + buf.size(), 1.0f);
+  }
+  // GW_TEST_DEVICE_BUFFERS=1: the same faults on CUDA buffers, through the
+  // staged path (GRADWIRE_DEVICE_PATH=staged, so the ranks can share one
+  // GPU). Every rank skips, saying so, without a usable CUDA device.
+  if (const char* v = std::getenv("GW_TEST_DEVICE_BUFFERS"); v && std::string(v) == "1") {
+#if GW_TEST_CUDA
+    int devices = 0;
+    void* dev = nullptr;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
+        cudaSetDevice(rank % devices) != cudaSuccess ||
+        cudaMalloc(&dev, buf.size() * sizeof(float)) != cudaSuccess) {
+      std::printf("SKIPPED: no CUDA device\n");
+      return 0;
+    }
+    cudaMemcpy(dev, buf.data(), buf.size() * sizeof(float), cudaMemcpyHostToDevice);
+    data = static_cast<float*>(dev);  // freed at exit
+#else
+    std::printf("SKIPPED: no CUDA device (built without CUDA)\n");
+    return 0;
+#endif
   }
   auto allreduce = [&](size_t n = 4096, DataType dt = DataType::Float32) {
     return comm->allreduce(data, data, n, dt, ReduceOp::Sum);

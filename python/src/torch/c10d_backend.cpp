@@ -5,6 +5,7 @@
 // underscore names we override). The rest of the extension uses only
 // stable ATen API.
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -12,12 +13,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "../rendezvous.h"
 #include "backend.h"
+#include "gradwire/device_stream.h"
 #include "gradwire/error.h"
 #include "gradwire/types.h"
 
@@ -48,14 +51,9 @@ DataType to_dtype(const at::Tensor& t, const std::string& what) {
 }
 
 void check_tensor(const at::Tensor& t, const std::string& what) {
-  if (t.is_cuda()) {
-    invalid(what + ": the gradwire torch.distributed backend takes CPU tensors (CUDA tensors "
-                   "go through gradwire's C++ DDP adapter or Communicator, which hand them to "
-                   "NCCL); use backend=\"cpu:gradwire,cuda:nccl\" or move the tensor to the CPU");
-  }
-  if (!t.device().is_cpu()) {
+  if (!t.device().is_cpu() && !t.is_cuda()) {
     invalid(what + ": tensors on " + t.device().str() +
-            " are not supported by the gradwire backend (CPU only)");
+            " are not supported by the gradwire backend (CPU and CUDA tensors are)");
   }
   if (t.layout() != at::kStrided) invalid(what + ": sparse tensors are not supported");
   if (!t.is_contiguous()) {
@@ -112,6 +110,26 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+// Note [CUDA tensors in the backend]: a CUDA tensor's collective goes to
+// the Communicator's GPU path (NCCL, or staged: GRADWIRE_DEVICE_PATH) after
+// the work on PyTorch's current stream (a DeviceStreamScope, Note [producer
+// stream]); the gradwire Work completes once the GPU is done, so the
+// future, made with the tensors' device, can be completed from the poller
+// or engine thread, and its callbacks and waiters need no further sync.
+// Copies out of a staging buffer (`finish`) are synchronised before the
+// Work completes, so wait() returns readable results on any stream.
+std::optional<c10::Device> cuda_device_of(const std::vector<at::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (t.defined() && t.is_cuda()) return t.device();
+  }
+  return std::nullopt;
+}
+
+void* current_stream(const at::Tensor& t) {
+  if (!t.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(t.device().type())->getStream(t.device()).native_handle();
+}
+
 // A c10d Work over a gradwire Work. `finish` (copying results out of a
 // staging buffer) runs on gradwire's engine thread as the Work completes,
 // before wait() returns. Note [future callbacks on the engine thread]: the
@@ -126,14 +144,23 @@ class GradwireWork : public c10d::Work {
   GradwireWork(int rank, c10d::OpType type, gradwire::Work work, std::vector<at::Tensor> outputs,
                std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
       : c10d::Work(rank, type), work_(std::move(work)), outputs_(std::move(outputs)) {
-    // No devices: CPU futures need no stream synchronisation.
+    // CPU futures need no stream synchronisation; CUDA ones name their
+    // device (Note [CUDA tensors in the backend]).
+    std::optional<c10::Device> device = cuda_device_of(outputs_);
+    if (!device) device = cuda_device_of(keep_alive);
+    std::vector<c10::Device> devices;
+    if (device) devices.push_back(*device);
     future_ = c10::make_intrusive<c10::ivalue::Future>(
-        c10::ListType::create(c10::TensorType::get()));
+        c10::ListType::create(c10::TensorType::get()), std::move(devices));
     work_.then([fut = future_, outputs = outputs_, keep_alive = std::move(keep_alive),
-                finish = std::move(finish)](std::exception_ptr error) {
+                finish = std::move(finish), device](std::exception_ptr error) {
       if (!error && finish) {
         try {
           finish();
+          if (device) {
+            // The copies were enqueued on this thread's current stream.
+            c10::impl::getDeviceGuardImpl(device->type())->getStream(*device).synchronize();
+          }
         } catch (...) {
           error = std::current_exception();
         }
@@ -303,6 +330,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::broadcast(std::vector<at::Tensor
   const std::string what = name(*comm, "broadcast");
   const at::Tensor& t = single(tensors, what);
   if (opts.rootTensor != 0) invalid(what + ": rootTensor must be 0");
+  DeviceStreamScope scope(current_stream(t));
   auto w = comm->broadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
                             int(opts.rootRank));
   return make_work(rank_, c10d::OpType::BROADCAST, std::move(w), tensors, tensors);
@@ -313,6 +341,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce(std::vector<at::Tensor
   const auto comm = live("allreduce");
   const std::string what = name(*comm, "allreduce");
   const at::Tensor& t = single(tensors, what);
+  DeviceStreamScope scope(current_stream(t));
   auto w = comm->allreduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
                             to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::ALLREDUCE, std::move(w), tensors, tensors);
@@ -326,6 +355,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_allgather_base(
   check_tensor(input, what);
   same_dtype(input, output, what);
   numel_is(output, input.numel() * size_, what, "output (world size x input)");
+  DeviceStreamScope scope(current_stream(input));
   auto w = comm->allgather(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
                             to_dtype(output, what));
   return make_work(rank_, c10d::OpType::_ALLGATHER_BASE, std::move(w), {output}, {input, output});
@@ -347,6 +377,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
   }
   // Gathered into one staging buffer, copied out as the Work completes.
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+  DeviceStreamScope scope(current_stream(in));
   auto w = comm->allgather(in.data_ptr(), flat.data_ptr(), size_t(flat.numel()),
                             to_dtype(in, what));
   std::vector<at::Tensor> outs = outputs[0];
@@ -367,6 +398,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_reduce_scatter_base(
   check_tensor(input, what);
   same_dtype(input, output, what);
   numel_is(input, output.numel() * size_, what, "input (world size x output)");
+  DeviceStreamScope scope(current_stream(input));
   auto w = comm->reduce_scatter(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
                                  to_dtype(input, what), to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, std::move(w), {output},
@@ -392,6 +424,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
   for (int r = 0; r < size_; ++r) {
     flat.narrow(0, int64_t(r) * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
   }
+  DeviceStreamScope scope(current_stream(flat));
   auto w = comm->reduce_scatter(flat.data_ptr(), out.data_ptr(), size_t(flat.numel()),
                                  to_dtype(out, what), to_op(opts.reduceOp, what));
   return make_work(rank_, c10d::OpType::REDUCE_SCATTER, std::move(w), {out}, {flat, out});
@@ -419,6 +452,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
       }
     }
   }
+  DeviceStreamScope scope(current_stream(input));
   auto w = comm->alltoall(input.data_ptr(), output.data_ptr(), size_t(input.numel() / size_),
                            to_dtype(input, what));
   return make_work(rank_, c10d::OpType::ALLTOALL_BASE, std::move(w), {output}, {input, output});
@@ -444,6 +478,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>
   at::Tensor send = at::empty({n * size_}, inputs[0].options());
   at::Tensor recv = at::empty({n * size_}, inputs[0].options());
   for (int r = 0; r < size_; ++r) send.narrow(0, int64_t(r) * n, n).copy_(inputs[r].view({-1}));
+  DeviceStreamScope scope(current_stream(send));
   auto w = comm->alltoall(send.data_ptr(), recv.data_ptr(), size_t(n), to_dtype(send, what));
   std::vector<at::Tensor> outs = outputs;
   auto finish = [recv, outs, n]() mutable {
