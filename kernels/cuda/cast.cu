@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gradwire/error.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/compress.h"
 #include "kernels/reduce_math.h"
 
@@ -60,19 +61,6 @@ __global__ void widen_kernel(float* __restrict__ dst, const uint16_t* __restrict
   for (size_t i = packs * 4 + tid; i < n; i += stride) dst[i] = F(src[i]);
 }
 
-unsigned grid_for(size_t work) {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
-    sms = 128;
-  size_t blocks = (work + kThreads - 1) / kThreads;
-  const size_t cap = size_t(sms) * 16;
-  if (blocks > cap) blocks = cap;
-  return unsigned(blocks ? blocks : 1);
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 void check(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
@@ -84,7 +72,7 @@ template <uint16_t (*F)(float)>
 void narrow(uint16_t* dst, const float* src, size_t n, void* stream, const char* what) {
   if (n == 0) return;
   const size_t packs = aligned16(dst) && aligned16(src) ? n / 8 : 0;
-  narrow_kernel<F><<<grid_for(packs ? packs : n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  narrow_kernel<F><<<grid_for(packs ? packs : n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       dst, src, packs, n);
   check(what);
 }
@@ -93,7 +81,7 @@ template <float (*F)(uint16_t)>
 void widen(float* dst, const uint16_t* src, size_t n, void* stream, const char* what) {
   if (n == 0) return;
   const size_t packs = aligned16(dst) && (reinterpret_cast<uintptr_t>(src) & 7u) == 0 ? n / 4 : 0;
-  widen_kernel<F><<<grid_for(packs ? packs : n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  widen_kernel<F><<<grid_for(packs ? packs : n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       dst, src, packs, n);
   check(what);
 }

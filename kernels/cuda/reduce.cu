@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gradwire/error.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/elem.h"
 #include "kernels/reduce_math.h"
@@ -99,27 +100,6 @@ void check_launch(const char* what, DataType dtype, size_t count) {
   }
 }
 
-// Enough blocks to cover the work, at most 16 per SM: the loops stride.
-unsigned grid_for(size_t work) {
-  static thread_local int cached_device = -1;
-  static thread_local int cached_sms = 0;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) device = 0;
-  if (device != cached_device) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
-      sms = 128;
-    cached_device = device;
-    cached_sms = sms;
-  }
-  size_t blocks = (work + kThreads - 1) / kThreads;
-  size_t cap = (size_t)cached_sms * 16;
-  if (blocks > cap) blocks = cap;
-  return (unsigned)(blocks ? blocks : 1);
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 template <DataType dt, Op op>
 void launch_reduce(void* dst, const void* a, const void* b, size_t n, cudaStream_t stream) {
   using S = typename Elem<dt>::S;
@@ -128,9 +108,9 @@ void launch_reduce(void* dst, const void* a, const void* b, size_t n, cudaStream
   const auto* y = static_cast<const S*>(b);
   if (aligned16(dst) && aligned16(a) && aligned16(b)) {
     size_t packs = n / Pack<S>::kCount;
-    reduce_packed_kernel<dt, op><<<grid_for(packs ? packs : n), kThreads, 0, stream>>>(d, x, y, packs, n);
+    reduce_packed_kernel<dt, op><<<grid_for(packs ? packs : n, kThreads), kThreads, 0, stream>>>(d, x, y, packs, n);
   } else {
-    reduce_kernel<dt, op><<<grid_for(n), kThreads, 0, stream>>>(d, x, y, n);
+    reduce_kernel<dt, op><<<grid_for(n, kThreads), kThreads, 0, stream>>>(d, x, y, n);
   }
 }
 
@@ -155,7 +135,7 @@ void launch_divide(void* dst, size_t n, int divisor, cudaStream_t stream) {
   using S = typename Elem<dt>::S;
   size_t packs = aligned16(dst) ? n / Pack<S>::kCount : 0;
   divide_kernel<dt>
-      <<<grid_for(packs ? packs : n), kThreads, 0, stream>>>(static_cast<S*>(dst), packs, n, divisor);
+      <<<grid_for(packs ? packs : n, kThreads), kThreads, 0, stream>>>(static_cast<S*>(dst), packs, n, divisor);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gradwire/error.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/scale.h"
 #include "kernels/elem.h"
 
@@ -46,28 +47,15 @@ __global__ void divide_in_place_kernel(typename Elem<dt>::S* v, size_t n, int di
 
 [[noreturn]] void fail(ErrorCode code, const std::string& what) { throw Error(code, what); }
 
-unsigned grid_for(size_t work) {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
-    sms = 128;
-  size_t blocks = (work + kThreads - 1) / kThreads;
-  const size_t cap = (size_t)sms * 16;
-  if (blocks > cap) blocks = cap;
-  return (unsigned)(blocks ? blocks : 1);
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 template <DataType dt>
 void launch(void* dst, const void* src, size_t n, int divisor, cudaStream_t s) {
   using S = typename Elem<dt>::S;
   if (dst == src) {
-    divide_in_place_kernel<dt><<<grid_for(n), kThreads, 0, s>>>(static_cast<S*>(dst), n, divisor);
+    divide_in_place_kernel<dt><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<S*>(dst), n, divisor);
     return;
   }
   const size_t packs = aligned16(dst) && aligned16(src) ? n / (16 / sizeof(S)) : 0;
-  copy_divided_kernel<dt><<<grid_for(packs ? packs : n), kThreads, 0, s>>>(
+  copy_divided_kernel<dt><<<grid_for(packs ? packs : n, kThreads), kThreads, 0, s>>>(
       static_cast<S*>(dst), static_cast<const S*>(src), packs, n, divisor);
 }
 

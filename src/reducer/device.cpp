@@ -61,13 +61,15 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
 }
 DeviceMemory::~DeviceMemory() { transport::nccl::DeviceFreer{}(p_); }
 
-DeviceBuckets::DeviceBuckets(int device, size_t gradients, std::string where)
+DeviceBuckets::DeviceBuckets(int device, size_t gradients, std::string where,
+                             const std::string& first)
     : device_(device), where_(std::move(where)), state_(std::make_unique<State>()) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || device < 0 || device >= count) {
     cudaGetLastError();
-    raise(ErrorCode::InvalidArgument, "{}: gradients on CUDA device {}, but {}", where_, device,
+    raise(ErrorCode::InvalidArgument, "{}: parameter {} is on CUDA device {}, but {}", where_,
+          first, device,
           err != cudaSuccess ? fmt::format("CUDA reports no usable device ({})",
                                            cudaGetErrorString(err))
                              : fmt::format("this process sees {} CUDA device(s)", count));
@@ -199,11 +201,11 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
 }
 DeviceMemory::~DeviceMemory() = default;
 
-DeviceBuckets::DeviceBuckets(int device, size_t, std::string where)
+DeviceBuckets::DeviceBuckets(int device, size_t, std::string where, const std::string& first)
     : device_(device), where_(std::move(where)) {
-  raise(ErrorCode::InvalidArgument, "{}: gradients on CUDA device {}, but this gradwire was "
-        "built without CUDA (GRADWIRE_WITH_CUDA=OFF or no nvcc); keep them in host memory or "
-        "rebuild with CUDA", where_, device);
+  raise(ErrorCode::InvalidArgument, "{}: parameter {} is on CUDA device {}, but this gradwire was "
+        "built without CUDA (GRADWIRE_WITH_CUDA=OFF or no nvcc); keep it in host memory or "
+        "rebuild with CUDA", where_, first, device);
 }
 DeviceBuckets::~DeviceBuckets() = default;
 void* DeviceBuckets::stream() const { return nullptr; }

@@ -57,9 +57,10 @@ class DeviceMemory {
 class DeviceBuckets {
  public:
   // The stream and one event per gradient on `device`. Throws
-  // InvalidArgument, prefixed with `where`, when this build has no CUDA or
-  // the device cannot be used (no GPU, a bad ordinal).
-  DeviceBuckets(int device, size_t gradients, std::string where);
+  // InvalidArgument, prefixed with `where` and naming `first` (the first
+  // gradient on the device), when this build has no CUDA or the device
+  // cannot be used (no GPU, a bad ordinal).
+  DeviceBuckets(int device, size_t gradients, std::string where, const std::string& first);
   ~DeviceBuckets();
   DeviceBuckets(const DeviceBuckets&) = delete;
   DeviceBuckets& operator=(const DeviceBuckets&) = delete;

@@ -8,8 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "core/errors.h"
-#include "gradwire/device_stream.h"
 #include "core/logging.h"
+#include "gradwire/device_stream.h"
 #include "reducer/reducer_impl.h"
 #include "reducer/scale.h"
 
@@ -48,7 +48,7 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
     if (g.device >= 0) {
       if (!device_) {
         device_ = std::make_unique<reducer::DeviceBuckets>(
-            g.device, gradients.size(), fmt::format("rank {}: Reducer: parameter {}", rank_, name));
+            g.device, gradients.size(), fmt::format("rank {}: Reducer", rank_), name);
       } else if (device_->device() != g.device) {
         raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on CUDA device {} "
               "but earlier ones are on device {}; one Reducer (like one communicator) serves one "

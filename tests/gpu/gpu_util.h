@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "gradwire/communicator.h"
+#include "gradwire/types.h"
+#include "kernels/reduce_math.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -35,6 +39,48 @@ inline int device_count() {
 inline bool staged_path() {
   const char* v = std::getenv("GRADWIRE_DEVICE_PATH");
   return v != nullptr && std::string(v) == "staged";
+}
+
+// Values as the bytes of `dt` (float16/bfloat16 by the shared conversions
+// of kernels/reduce_math.h), and back.
+inline std::vector<uint8_t> encode(gradwire::DataType dt, const std::vector<double>& v) {
+  std::vector<uint8_t> b(v.size() * gradwire::element_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    switch (dt) {
+      case gradwire::DataType::Float32: { float f = float(x); std::memcpy(&b[4 * i], &f, 4); break; }
+      case gradwire::DataType::Float64: std::memcpy(&b[8 * i], &x, 8); break;
+      case gradwire::DataType::Float16: { uint16_t h = gradwire::kernels::float_to_half(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
+      case gradwire::DataType::BFloat16: { uint16_t h = gradwire::kernels::float_to_bf16(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
+      case gradwire::DataType::Int32: { int32_t k = int32_t(x); std::memcpy(&b[4 * i], &k, 4); break; }
+      case gradwire::DataType::Int64: { int64_t k = int64_t(x); std::memcpy(&b[8 * i], &k, 8); break; }
+      case gradwire::DataType::UInt8: b[i] = uint8_t(x); break;
+    }
+  }
+  return b;
+}
+
+inline std::vector<double> decode(gradwire::DataType dt, const std::vector<uint8_t>& b) {
+  const size_t n = b.size() / gradwire::element_size(dt);
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    switch (dt) {
+      case gradwire::DataType::Float32: { float f; std::memcpy(&f, &b[4 * i], 4); v[i] = f; break; }
+      case gradwire::DataType::Float64: std::memcpy(&v[i], &b[8 * i], 8); break;
+      case gradwire::DataType::Float16: std::memcpy(&h, &b[2 * i], 2); v[i] = gradwire::kernels::half_to_float(h); break;
+      case gradwire::DataType::BFloat16: std::memcpy(&h, &b[2 * i], 2); v[i] = gradwire::kernels::bf16_to_float(h); break;
+      case gradwire::DataType::Int32: { int32_t k; std::memcpy(&k, &b[4 * i], 4); v[i] = k; break; }
+      case gradwire::DataType::Int64: { int64_t k; std::memcpy(&k, &b[8 * i], 8); v[i] = double(k); break; }
+      case gradwire::DataType::UInt8: v[i] = b[i]; break;
+    }
+  }
+  return v;
+}
+
+inline double decode_one(gradwire::DataType dt, const uint8_t* p) {
+  std::vector<uint8_t> one(p, p + gradwire::element_size(dt));
+  return decode(dt, one)[0];
 }
 
 // The test binary's world communicator, one rank per GPU (WORLD_SIZE ranks

@@ -90,40 +90,8 @@ class NcclTest : public ::testing::Test {
 // Small integers: every dtype holds them and their sums/products exactly.
 double value(int rank, size_t i) { return double((i * 7 + size_t(rank) * 3) % 5); }
 
-std::vector<uint8_t> encode(DataType dt, const std::vector<double>& v) {
-  std::vector<uint8_t> b(v.size() * element_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double x = v[i];
-    switch (dt) {
-      case DataType::Float32: { float f = float(x); std::memcpy(&b[4 * i], &f, 4); break; }
-      case DataType::Float64: std::memcpy(&b[8 * i], &x, 8); break;
-      case DataType::Float16: { uint16_t h = kernels::float_to_half(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
-      case DataType::BFloat16: { uint16_t h = kernels::float_to_bf16(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
-      case DataType::Int32: { int32_t k = int32_t(x); std::memcpy(&b[4 * i], &k, 4); break; }
-      case DataType::Int64: { int64_t k = int64_t(x); std::memcpy(&b[8 * i], &k, 8); break; }
-      case DataType::UInt8: b[i] = uint8_t(x); break;
-    }
-  }
-  return b;
-}
-
-std::vector<double> decode(DataType dt, const std::vector<uint8_t>& b) {
-  const size_t n = b.size() / element_size(dt);
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t h;
-    switch (dt) {
-      case DataType::Float32: { float f; std::memcpy(&f, &b[4 * i], 4); v[i] = f; break; }
-      case DataType::Float64: std::memcpy(&v[i], &b[8 * i], 8); break;
-      case DataType::Float16: std::memcpy(&h, &b[2 * i], 2); v[i] = kernels::half_to_float(h); break;
-      case DataType::BFloat16: std::memcpy(&h, &b[2 * i], 2); v[i] = kernels::bf16_to_float(h); break;
-      case DataType::Int32: { int32_t k; std::memcpy(&k, &b[4 * i], 4); v[i] = k; break; }
-      case DataType::Int64: { int64_t k; std::memcpy(&k, &b[8 * i], 8); v[i] = double(k); break; }
-      case DataType::UInt8: v[i] = b[i]; break;
-    }
-  }
-  return v;
-}
+using gwgpu::decode;
+using gwgpu::encode;
 
 std::vector<double> inputs(int rank, size_t n, size_t first = 0) {
   std::vector<double> v(n);

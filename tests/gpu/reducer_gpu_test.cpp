@@ -72,35 +72,12 @@ double grad_value(int rank, int step, size_t g, size_t i) {
   return double(int((i * 7 + g * 5 + size_t(rank) * 3 + size_t(step) * 11) % 9) - 4);
 }
 
-std::vector<std::byte> encode(DataType dt, const std::vector<double>& v) {
-  std::vector<std::byte> b(v.size() * element_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double x = v[i];
-    switch (dt) {
-      case DataType::Float32: { float f = float(x); std::memcpy(&b[4 * i], &f, 4); break; }
-      case DataType::Float64: std::memcpy(&b[8 * i], &x, 8); break;
-      case DataType::Float16: { uint16_t h = kernels::float_to_half(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
-      case DataType::BFloat16: { uint16_t h = kernels::float_to_bf16(float(x)); std::memcpy(&b[2 * i], &h, 2); break; }
-      default: ADD_FAILURE() << "not a gradient dtype";
-    }
-  }
-  return b;
-}
-
-double decode_one(DataType dt, const std::byte* p) {
-  uint16_t h;
-  switch (dt) {
-    case DataType::Float32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DataType::Float64: { double d; std::memcpy(&d, p, 8); return d; }
-    case DataType::Float16: std::memcpy(&h, p, 2); return kernels::half_to_float(h);
-    case DataType::BFloat16: std::memcpy(&h, p, 2); return kernels::bf16_to_float(h);
-    default: return NAN;
-  }
-}
+using gwgpu::decode_one;
+using gwgpu::encode;
 
 // The average over ranks, with the tolerance of dividing before summing in
 // the dtype (exact for a world of one or two).
-void expect_average(DataType dt, const std::vector<std::byte>& got, int world, int step,
+void expect_average(DataType dt, const std::vector<uint8_t>& got, int world, int step,
                     size_t g, const std::vector<bool>* used_on_rank0_only, const char* what,
                     bool wire16 = false) {
   const size_t es = element_size(dt), n = got.size() / es;
@@ -122,11 +99,21 @@ void expect_average(DataType dt, const std::vector<std::byte>& got, int world, i
   }
 }
 
+// Device memory for the device gradients of `gs` (nullptr for host ones).
 struct DeviceGrads {
-  std::vector<void*> ptr;
+  DeviceGrads() = default;
+  explicit DeviceGrads(const std::vector<GradientInfo>& gs) {
+    for (const auto& g : gs) {
+      ptr.push_back(nullptr);
+      if (g.device >= 0) {
+        EXPECT_EQ(cudaMalloc(&ptr.back(), g.elements * element_size(g.dtype) + 1), cudaSuccess);
+      }
+    }
+  }
   ~DeviceGrads() {
     for (void* p : ptr) cudaFree(p);
   }
+  std::vector<void*> ptr;
 };
 
 const std::vector<GradientInfo> kGradients = {
@@ -147,7 +134,7 @@ void ReducerGpuTest::produce(const std::vector<void*>& ptr, const std::vector<Gr
   for (size_t g = 0; g < gs.size(); ++g) {
     std::vector<double> v(gs[g].elements);
     for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
-    const std::vector<std::byte> bytes = encode(gs[g].dtype, v);
+    const std::vector<uint8_t> bytes = encode(gs[g].dtype, v);
     if (bytes.empty()) continue;
     void* pinned = nullptr;
     ASSERT_EQ(cudaMallocHost(&pinned, bytes.size()), cudaSuccess);
@@ -158,8 +145,8 @@ void ReducerGpuTest::produce(const std::vector<void*>& ptr, const std::vector<Gr
   }
 }
 
-std::vector<std::byte> download(const void* p, size_t bytes, cudaStream_t s) {
-  std::vector<std::byte> out(bytes);
+std::vector<uint8_t> download(const void* p, size_t bytes, cudaStream_t s) {
+  std::vector<uint8_t> out(bytes);
   if (bytes) EXPECT_EQ(cudaMemcpyAsync(out.data(), p, bytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   return out;
@@ -170,11 +157,7 @@ TEST_F(ReducerGpuTest, AveragesEveryDtypeOnTheGradientsStreams) {
   ReducerOptions opt;
   opt.caps = BucketCaps{4096, 64 << 10};  // several Buckets, rebuilt after step 0
   Reducer r(*comm_, gs, opt);
-  DeviceGrads d;
-  for (const auto& g : gs) {
-    d.ptr.push_back(nullptr);
-    ASSERT_EQ(cudaMalloc(&d.ptr.back(), g.elements * element_size(g.dtype) + 1), cudaSuccess);
-  }
+  DeviceGrads d(gs);
   const uint64_t gen0 = r.plan_generation();
   for (int step = 0; step < 3; ++step) {
     produce(d.ptr, gs, step);
@@ -223,12 +206,8 @@ TEST_F(ReducerGpuTest, UnusedParametersContributeZerosAndShardedModeWritesBack) 
     opt.find_unused_parameters = true;
     opt.sharded = sharded;
     Reducer r(*comm_, gs, opt);
-    DeviceGrads d;
-    for (size_t g = 0; g < gs.size(); ++g) {
-      d.ptr.push_back(nullptr);
-      ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype) + 1), cudaSuccess);
-      r.set_gradient_buffer(g, d.ptr[g]);
-    }
+    DeviceGrads d(gs);
+    for (size_t g = 0; g < gs.size(); ++g) r.set_gradient_buffer(g, d.ptr[g]);
     for (int step = 0; step < 2; ++step) {
       produce(d.ptr, gs, step);
       // Gradients 1 and 5 are used on rank 0 only: the others contribute zeros.
@@ -254,7 +233,7 @@ TEST_F(ReducerGpuTest, UnusedParametersContributeZerosAndShardedModeWritesBack) 
           for (const auto& p : sh.pieces) {
             const size_t es = element_size(gs[p.gradient].dtype);
             const auto all = download(d.ptr[p.gradient], gs[p.gradient].elements * es, consume_);
-            std::vector<std::byte> piece(all.begin() + p.offset * es,
+            std::vector<uint8_t> piece(all.begin() + p.offset * es,
                                          all.begin() + (p.offset + p.count) * es);
             std::vector<bool> marker;
             const bool rank0_only = p.gradient == 1 || p.gradient == 5;
@@ -284,16 +263,10 @@ TEST_F(ReducerGpuTest, HostAndDeviceGradientsInOneReducer) {
   opt.caps = BucketCaps{4096, 64 << 10};
   opt.shared_buckets = false;
   Reducer r(*comm_, gs, opt);
-  DeviceGrads d;
-  std::vector<std::vector<std::byte>> host_grads(gs.size());
-  for (size_t g = 0; g < gs.size(); ++g) {
-    d.ptr.push_back(nullptr);
-    if (gs[g].device >= 0) {
-      ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype) + 1), cudaSuccess);
-    }
-  }
+  DeviceGrads d(gs);
+  std::vector<std::vector<uint8_t>> host_grads(gs.size());
   for (int step = 0; step < 2; ++step) {
-    std::vector<std::vector<std::byte>> staged(gs.size());
+    std::vector<std::vector<uint8_t>> staged(gs.size());
     for (size_t g = 0; g < gs.size(); ++g) {
       std::vector<double> v(gs[g].elements);
       for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
@@ -331,9 +304,7 @@ TEST_F(ReducerGpuTest, RefusesWhatItCannotDoOnTheDevice) {
   ReducerOptions opt;
   opt.comm_hook = powersgd_hook(std::make_shared<PowerSGDState>());
   Reducer r(*comm_, {{1000, DataType::Float32, device_, "w"}}, opt);
-  DeviceGrads d;
-  d.ptr.push_back(nullptr);
-  ASSERT_EQ(cudaMalloc(&d.ptr[0], 4000), cudaSuccess);
+  DeviceGrads d({{1000, DataType::Float32, device_, "w"}});
   ASSERT_EQ(cudaMemset(d.ptr[0], 0, 4000), cudaSuccess);
   r.mark_ready(0, d.ptr[0], nullptr);
   try {
@@ -363,14 +334,8 @@ TEST_F(ReducerGpuTest, SixteenBitHooksOnDeviceBuckets) {
       opt.sharded = sharded;
       opt.shared_buckets = false;
       Reducer r(*comm_, gs, opt);
-      DeviceGrads d;
-      std::vector<std::vector<std::byte>> host_grads(gs.size());
-      for (size_t g = 0; g < gs.size(); ++g) {
-        d.ptr.push_back(nullptr);
-        if (gs[g].device >= 0) {
-          ASSERT_EQ(cudaMalloc(&d.ptr.back(), gs[g].elements * element_size(gs[g].dtype)), cudaSuccess);
-        }
-      }
+      DeviceGrads d(gs);
+      std::vector<std::vector<uint8_t>> host_grads(gs.size());
       for (int step = 0; step < 2; ++step) {
         std::vector<void*> targets(gs.size(), nullptr);
         for (size_t g = 0; g < gs.size(); ++g) {
