@@ -89,8 +89,6 @@ DeviceBuckets::~DeviceBuckets() {
   state_.reset();
 }
 
-void* DeviceBuckets::stream() const { return state_->stream.get(); }
-
 DeviceMemory DeviceBuckets::allocate(size_t bytes) {
   DeviceGuard guard(device_);
   DeviceMemory m;
@@ -185,9 +183,7 @@ void run_on_device_and_wait(int device, const std::function<void(void*)>& fn) {
     s = streams[size_t(device)];
   }
   fn(s);
-  EventPtr done = make_event("comm hook");
-  check(cudaEventRecord(done.get(), s), "comm hook", "cudaEventRecord");
-  check(cudaEventSynchronize(done.get()), "comm hook", "cudaEventSynchronize");
+  check(cudaStreamSynchronize(s), "comm hook", "cudaStreamSynchronize");
 }
 
 #else  // no CUDA in this build
@@ -208,7 +204,6 @@ DeviceBuckets::DeviceBuckets(int device, size_t, std::string where, const std::s
         "rebuild with CUDA", where_, first, device);
 }
 DeviceBuckets::~DeviceBuckets() = default;
-void* DeviceBuckets::stream() const { return nullptr; }
 DeviceMemory DeviceBuckets::allocate(size_t) { return {}; }
 void DeviceBuckets::copy_in(size_t, void*, const void*, size_t, DataType, int, void*) {}
 void DeviceBuckets::zero(size_t, void*, size_t) {}

@@ -66,7 +66,6 @@ class DeviceBuckets {
   DeviceBuckets& operator=(const DeviceBuckets&) = delete;
 
   int device() const { return device_; }
-  void* stream() const;  // the bucket stream
 
   DeviceMemory allocate(size_t bytes);
   // dst = src / divisor on `stream`, after the last write-back; records

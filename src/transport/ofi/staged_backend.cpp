@@ -112,7 +112,8 @@ class StagedBackend final : public nccl::Backend {
                                              : std::string("device group");
     return comm_.submit(op, detail, [this, group, ready](collectives::Context& ctx) {
       ctx.set_algorithm("staged");
-      wait_event(ready->get(), ctx);
+      wait_gpu([&] { return cudaEventQuery(ready->get()); }, ctx,
+               "the work enqueued on the producer stream before this collective");
       for (const Collective& c : group) run(ctx, c);
     }, info);
   }
@@ -131,16 +132,18 @@ class StagedBackend final : public nccl::Backend {
           comm_.rank, device_, call, cudaGetErrorString(err));
   }
 
-  void wait_event(cudaEvent_t e, collectives::Context& ctx) const {
+  // Polls `query` (cudaEventQuery or cudaStreamQuery) until the GPU work
+  // it asks about is done; Timeout naming `waiting_for` at the deadline.
+  template <typename Query>
+  void wait_gpu(Query query, collectives::Context& ctx, const char* waiting_for) const {
     nccl::DeviceGuard guard(device_);
     for (;;) {
-      const cudaError_t err = cudaEventQuery(e);
+      const cudaError_t err = query();
       if (err == cudaSuccess) return;
-      if (err != cudaErrorNotReady) check(err, "waiting for the producer stream");
+      if (err != cudaErrorNotReady) check(err, waiting_for);
       if (ctx.deadline().expired()) {
-        raise(ErrorCode::Timeout, "{}: the work enqueued on the producer stream before this "
-              "collective did not finish by the deadline; likely cause: a hung or "
-              "oversubscribed GPU", ctx.what());
+        raise(ErrorCode::Timeout, "{}: {} did not finish by the deadline; likely cause: a hung "
+              "or oversubscribed GPU", ctx.what(), waiting_for);
       }
       std::this_thread::yield();
     }
@@ -150,11 +153,9 @@ class StagedBackend final : public nccl::Backend {
   template <typename Step>
   void pipelined(collectives::Context& ctx, const void* src, void* dst, size_t bytes,
                  size_t es, Step step) {
-    size_t chunk_index = 0;
-    const size_t chunk = kChunkBytes / es * es;
+    const size_t chunk = kChunkBytes / es * es;  // run_staged's chunk length
     run_staged(*copies_, src, dst, bytes, es, [&](void* host, size_t offset, size_t len) {
-      chunk_index = offset / chunk;
-      ctx.set_slot_base(uint32_t(chunk_index % kChunkBases) * kSlotsPerChunk);
+      ctx.set_slot_base(uint32_t(offset / chunk % kChunkBases) * kSlotsPerChunk);
       step(host, len / es);
     }, ctx.deadline(), ctx.what());
     ctx.set_slot_base(0);
@@ -175,12 +176,7 @@ class StagedBackend final : public nccl::Backend {
     if (bytes == 0) return;
     nccl::DeviceGuard guard(device_);
     check(cudaMemcpyAsync(dst, src, bytes, kind, whole_stream_), "cudaMemcpyAsync");
-    nccl::EventPtr done;
-    cudaEvent_t e = nullptr;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    done.reset(e);
-    check(cudaEventRecord(e, whole_stream_), "cudaEventRecord");
-    wait_event(e, ctx);
+    wait_gpu([&] { return cudaStreamQuery(whole_stream_); }, ctx, "a staging copy");
   }
 
   void run(collectives::Context& ctx, const Collective& c) {
