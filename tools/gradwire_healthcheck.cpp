@@ -16,7 +16,6 @@
 //   data     rank RANK contributes wrong data to every collective
 //   version  rank RANK reports gradwire version "0.0.0-injected"
 //   slow     pairs with rank RANK report a bandwidth a million times lower
-#include <rdma/fabric.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,8 +130,7 @@ int main(int argc, char** argv) {
   auto who = [&](int r) { return "rank " + std::to_string(r) + " (" + hosts[size_t(r)] + ")"; };
 
   // ---- version handshake
-  const std::string fab = std::to_string(FI_MAJOR(fi_version())) + "." +
-                          std::to_string(FI_MINOR(fi_version()));
+  const std::string fab = libfabric_version();
   const std::string gw = inject.on("version", me) ? "0.0.0-injected" : version();
   // NCCL too (loading it takes a moment): a rank with another NCCL would
   // fail or hang in the first collective on CUDA buffers.

@@ -14,4 +14,8 @@ const char* version();
 // "unavailable (<why>)" when it cannot be loaded, or "not built" when this
 // gradwire has no NCCL backend. Loads NCCL on first call (Note [loading NCCL]).
 std::string nccl_version();
+// The libfabric that collectives on host buffers use: "1.17", or
+// "unavailable (<why>)" when it cannot be loaded. Loads it on first call
+// (Note [loading libfabric]).
+std::string libfabric_version();
 }  // namespace gradwire

@@ -28,6 +28,7 @@
 #include "bootstrap/env.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/signals.h"
 
 namespace gradwire::bootstrap {
 
@@ -81,7 +82,18 @@ void ensure_initialized() {
   // We ask for MULTIPLE but only ever call MPI from the thread calling
   // allgather, so any level works as long as the caller does not overlap
   // bootstrap calls with its own MPI calls on other threads.
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  {
+    // Open MPI loads its libfabric and PSM components here, and with them
+    // PSM's signal handlers (Note [foreign signal handlers]); Open MPI's own
+    // backtrace handlers (libopen-pal, libmpi) stay.
+    SignalDispositionGuard guard("MPI_Init_thread", [](const std::string& owner) {
+      return owner.find("libopen-pal") != std::string::npos ||
+             owner.find("libopen-rte") != std::string::npos ||
+             owner.find("libmpi") != std::string::npos;
+    });
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+              "MPI_Init_thread");
+  }
   ::on_exit(finalize_on_exit, nullptr);
   log().debug("mpirun bootstrap: MPI initialized by gradwire (thread level {})", provided);
 }

@@ -2,7 +2,6 @@
 #include "core/trace.h"
 
 #include <fmt/format.h>
-#include <rdma/fabric.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,14 +144,14 @@ void write_manifest(const Options& o, int world_size, const std::string& provide
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const std::string text = fmt::format(
-      "{{\"gradwire_version\": \"{}\", \"git_commit\": \"{}\", \"libfabric_version\": \"{}.{}\", "
+      "{{\"gradwire_version\": \"{}\", \"git_commit\": \"{}\", \"libfabric_version\": \"{}\", "
       "\"provider\": \"{}\", \"bootstrap\": \"{}\", \"world_size\": {}, \"rank0_host\": \"{}\", "
       "\"started_unix_s\": {},\n \"options\": {{\"timeout_s\": {:.3f}, \"provider\": \"{}\", "
       "\"iface\": \"{}\", \"small_message_bytes\": {}, \"segment_bytes\": {}, "
       "\"always_register\": {}, \"log_level\": \"{}\", \"flight_recorder_size\": {}, "
       "\"flight_recorder_dir\": \"{}\", \"debug_detail\": {}, \"abort_process_on_error\": {}, "
       "\"trace_dir\": \"{}\"}}}}\n",
-      esc(version()), esc(GRADWIRE_GIT_COMMIT), FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+      esc(version()), esc(GRADWIRE_GIT_COMMIT), esc(libfabric_version()),
       esc(provider), esc(bootstrap), world_size, esc(host), long(time(nullptr)),
       std::chrono::duration<double>(o.timeout).count(), esc(o.provider), esc(o.iface),
       o.small_message_bytes, o.segment_bytes, o.always_register, esc(o.log_level),

@@ -19,6 +19,11 @@ def test_errors_and_interrupt(launcher):
     launch(launcher, 2, "errors_worker.py")
 
 
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_list_outputs_under_inference_mode_and_no_grad(nproc):
+    launch("torchrun", nproc, "modes_worker.py", ok="modes OK")
+
+
 def test_registered_backend():
     import torch.distributed as dist
     import gradwire.torch  # noqa: F401

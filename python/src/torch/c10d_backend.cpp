@@ -4,6 +4,7 @@
 // all_gather_single/reduce_scatter_single/all_to_all_single to the
 // underscore names we override). The rest of the extension uses only
 // stable ATen API.
+#include <ATen/ThreadLocalState.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
@@ -139,6 +140,16 @@ void* current_stream(const at::Tensor& t) {
 // cost a thread hop per bucket: DDP steps 1.3-1.9x slower on a loaded 2-core
 // host. The price: a callback must not wait for another collective of the
 // same group (the engine thread would wait for itself, until the deadline).
+//
+// Note [copy-out in the caller's mode]: `finish` runs on the engine thread
+// under the calling thread's ThreadLocalState (grad mode, inference mode,
+// dispatch keys), as at::launch and the autograd engine do: outputs made
+// under torch.inference_mode() are inference tensors, and copying into them
+// outside inference mode raised, so all_gather/all_to_all under
+// inference_mode left stale outputs. The Work is one thing to its user:
+// wait(), isSuccess(), exception() and the future all report the first
+// failure of the collective or of the copy-out, never one without the
+// other (the copy-out's error used to reach only the future).
 class GradwireWork : public c10d::Work {
  public:
   GradwireWork(int rank, c10d::OpType type, gradwire::Work work, std::vector<at::Tensor> outputs,
@@ -153,9 +164,11 @@ class GradwireWork : public c10d::Work {
     future_ = c10::make_intrusive<c10::ivalue::Future>(
         c10::ListType::create(c10::TensorType::get()), std::move(devices));
     work_.then([fut = future_, outputs = outputs_, keep_alive = std::move(keep_alive),
-                finish = std::move(finish), device](std::exception_ptr error) {
+                finish = std::move(finish), device,
+                caller = at::ThreadLocalState()](std::exception_ptr error) {
       if (!error && finish) {
         try {
+          at::ThreadLocalStateGuard mode(caller);
           finish();
           if (device) {
             // The copies were enqueued on this thread's current stream.
@@ -173,9 +186,14 @@ class GradwireWork : public c10d::Work {
     });
   }
 
-  bool isCompleted() override { return work_.test(); }
-  bool isSuccess() const override { return work_.test() && !work_.error(); }
-  std::exception_ptr exception() const override { return work_.error(); }
+  // Complete once the collective and the copy-out are (the future is
+  // completed last, Note [copy-out in the caller's mode]).
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  std::exception_ptr exception() const override {
+    if (future_->completed() && future_->hasError()) return future_->exception_ptr();
+    return work_.error();
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -203,6 +221,10 @@ class GradwireWork : public c10d::Work {
       check_signals();
     }
     work_.wait();  // rethrows the collective's gradwire::Error
+    // The engine thread completes the future right after the collective,
+    // once the copy-out ran: a short wait, never for another collective.
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
     return true;
   }
 

@@ -20,11 +20,11 @@ HmemSupport probe_hmem(const std::string& provider, const std::string& iface) {
       FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   fi_info* list = nullptr;
-  int rc = fi_getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, hints.get(), &list);
+  int rc = libfabric().getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, hints.get(), &list);
   InfoPtr owned(list);
   if (rc != 0) {
     out.detail = fmt::format("provider '{}' offers no FI_HMEM endpoint: {}", provider,
-                             fi_strerror(-rc));
+                             libfabric().strerror(-rc));
     return out;
   }
   for (const fi_info* p = list; p != nullptr; p = p->next) {
@@ -78,7 +78,7 @@ MrCache::Registrar fabric_hmem_registrar(fid_domain* domain, fid_ep* ep, uint64_
       raise(ErrorCode::Transport,
             "fi_mr_regattr (FI_HMEM_CUDA, device {}) of {} bytes at {} failed on provider {}: {} "
             "({}); is GPUDirect RDMA (nvidia-peermem / dma-buf) available?",
-            device, length, base, provider, fi_strerror(-rc), rc);
+            device, length, base, provider, libfabric().strerror(-rc), rc);
     }
     MemoryRegionPtr mr(raw);
     if (mr_mode & FI_MR_ENDPOINT) {
@@ -86,7 +86,7 @@ MrCache::Registrar fabric_hmem_registrar(fid_domain* domain, fid_ep* ep, uint64_
       if (rc == 0) rc = fi_mr_enable(mr.get());
       if (rc != 0) {
         raise(ErrorCode::Transport, "binding an FI_HMEM_CUDA registration failed on provider {}: "
-              "{} ({})", provider, fi_strerror(-rc), rc);
+              "{} ({})", provider, libfabric().strerror(-rc), rc);
       }
     }
     void* desc = fi_mr_desc(mr.get());

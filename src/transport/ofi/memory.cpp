@@ -38,7 +38,7 @@ MrCache::Registrar fabric_registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_
       raise(ErrorCode::Transport,
             "fi_mr_reg of {} bytes at {} failed on provider {}: {} ({}); is the memory "
             "locked-memory limit (ulimit -l) large enough?",
-            length, base, provider, fi_strerror(-rc), rc);
+            length, base, provider, libfabric().strerror(-rc), rc);
     }
     MemoryRegionPtr mr(raw);
     if (mr_mode & FI_MR_ENDPOINT) {
@@ -47,12 +47,12 @@ MrCache::Registrar fabric_registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_
       rc = fi_mr_bind(mr.get(), &ep->fid, 0);
       if (rc != 0) {
         raise(ErrorCode::Transport, "fi_mr_bind failed on provider {}: {} ({})", provider,
-              fi_strerror(-rc), rc);
+              libfabric().strerror(-rc), rc);
       }
       rc = fi_mr_enable(mr.get());
       if (rc != 0) {
         raise(ErrorCode::Transport, "fi_mr_enable failed on provider {}: {} ({})", provider,
-              fi_strerror(-rc), rc);
+              libfabric().strerror(-rc), rc);
       }
     }
     void* desc = fi_mr_desc(mr.get());

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "core/logging.h"
+#include "transport/ofi/library.h"
 
 namespace gradwire::transport::ofi {
 
@@ -31,7 +32,8 @@ struct FidCloser {
     if (handle == nullptr) return;
     int rc = fi_close(&handle->fid);
     if (rc != 0) {
-      log().warn("fi_close({}) failed: {} ({})", static_cast<void*>(handle), fi_strerror(-rc), rc);
+      log().warn("fi_close({}) failed: {} ({})", static_cast<void*>(handle),
+                 libfabric().strerror(-rc), rc);
     }
   }
 };
@@ -47,11 +49,11 @@ using CompletionQueuePtr = FidPtr<fid_cq>;
 using MemoryRegionPtr = FidPtr<fid_mr>;
 
 struct InfoFreer {
-  void operator()(fi_info* info) const noexcept { fi_freeinfo(info); }
+  void operator()(fi_info* info) const noexcept { libfabric().freeinfo(info); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoFreer>;
 
 // fi_allocinfo() returns nullptr only when out of memory.
-inline InfoPtr allocate_info() { return InfoPtr(fi_allocinfo()); }
+inline InfoPtr allocate_info() { return InfoPtr(libfabric().allocinfo()); }
 
 }  // namespace gradwire::transport::ofi

@@ -122,11 +122,11 @@ InfoPtr make_hints(const std::string& provider, bool directed, fi_threading thre
 // fi_getinfo; nullptr when nothing matches (-FI_ENODATA).
 InfoPtr get_info(const fi_info* hints, const std::string& provider) {
   fi_info* list = nullptr;
-  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list);
+  int rc = libfabric().getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list);
   if (rc == -FI_ENODATA) return nullptr;
   if (rc != 0) {
     raise(ErrorCode::Transport, "fi_getinfo for provider '{}' failed: {} ({})", provider,
-          fi_strerror(-rc), rc);
+          libfabric().strerror(-rc), rc);
   }
   return InfoPtr(list);
 }
@@ -165,11 +165,11 @@ InfoPtr choose_info(const Config& config) {
       InfoPtr list = get_info(hints.get(), config.provider);
       if (!list) {
         log().debug("provider '{}' offers nothing with directed_recv={} threading={}",
-                    config.provider, directed, fi_tostr(&threading, FI_TYPE_THREADING));
+                    config.provider, directed, libfabric().tostr(&threading, FI_TYPE_THREADING));
         continue;
       }
       if (const fi_info* entry = pick_entry(list.get(), config.iface)) {
-        InfoPtr chosen(fi_dupinfo(entry));
+        InfoPtr chosen(libfabric().dupinfo(entry));
         if (!chosen) raise(ErrorCode::Internal, "fi_dupinfo: out of memory");
         return chosen;
       }
@@ -204,7 +204,7 @@ class OfiTransport final : public Transport {
         "inject_size {}, directed_recv {}, ordered_sends {}, threading {}",
         config.rank, props_.provider, props_.fabric, info_->domain_attr->name, props_.mr_mode,
         props_.max_msg_size, props_.inject_size, props_.directed_recv, props_.ordered_sends,
-        fi_tostr(&info_->domain_attr->threading, FI_TYPE_THREADING));
+        libfabric().tostr(&info_->domain_attr->threading, FI_TYPE_THREADING));
   }
 
   ~OfiTransport() override {
@@ -233,7 +233,8 @@ class OfiTransport final : public Transport {
         raise(ErrorCode::Transport,
               "rank {}: fi_av_insert of rank {}'s address failed on provider {} (returned {}: {}); "
               "do all ranks use the same provider?",
-              config_.rank, r, props_.provider, n, n < 0 ? fi_strerror(-n) : "not inserted");
+              config_.rank, r, props_.provider, n,
+              n < 0 ? libfabric().strerror(-n) : "not inserted");
       }
     }
     peers_ = std::move(peers);
@@ -277,7 +278,7 @@ class OfiTransport final : public Transport {
     if (n == -FI_EAGAIN) return 0;
     if (n == -FI_EAVAIL) return read_error();
     raise(ErrorCode::Transport, "rank {}: fi_cq_read failed on provider {}: {} ({})", config_.rank,
-          props_.provider, fi_strerror(static_cast<int>(-n)), n);
+          props_.provider, libfabric().strerror(static_cast<int>(-n)), n);
   }
 
   void cancel_all() override {
@@ -286,7 +287,7 @@ class OfiTransport final : public Transport {
       // -FI_ENOENT: already matched or completed; its completion will come.
       int rc = static_cast<int>(fi_cancel(&ep_->fid, &ctx->fi));
       if (rc != 0 && rc != -FI_ENOENT) {
-        log().debug("rank {}: fi_cancel returned {}", config_.rank, fi_strerror(-rc));
+        log().debug("rank {}: fi_cancel returned {}", config_.rank, libfabric().strerror(-rc));
       }
     });
     // Receives are what matters: a receive the provider still holds may
@@ -335,7 +336,7 @@ class OfiTransport final : public Transport {
   void check(int rc, const char* call) const {
     if (rc != 0) {
       raise(ErrorCode::Transport, "rank {}: {} failed on provider {}: {} ({})", config_.rank, call,
-            config_.provider, fi_strerror(-rc), rc);
+            config_.provider, libfabric().strerror(-rc), rc);
     }
   }
 
@@ -361,7 +362,7 @@ class OfiTransport final : public Transport {
 
   void open_resources() {
     fid_fabric* fabric = nullptr;
-    check(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
+    check(libfabric().fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
     fabric_.reset(fabric);
 
     fid_domain* domain = nullptr;
@@ -529,7 +530,7 @@ class OfiTransport final : public Transport {
         raise(ErrorCode::Transport,
               "rank {}: {} with peer {} (tag {:#x}, {} bytes) failed on provider {}: {} ({})",
               config_.rank, call, req.peer, req.tag, req.length, props_.provider,
-              fi_strerror(static_cast<int>(-rc)), rc);
+              libfabric().strerror(static_cast<int>(-rc)), rc);
       }
       if (deadline.expired()) {
         raise(ErrorCode::Timeout,
@@ -567,7 +568,7 @@ class OfiTransport final : public Transport {
     if (rc == -FI_EAGAIN) return 0;
     if (rc < 0) {
       raise(ErrorCode::Transport, "rank {}: fi_cq_readerr failed on provider {}: {} ({})",
-            config_.rank, props_.provider, fi_strerror(static_cast<int>(-rc)), rc);
+            config_.rank, props_.provider, libfabric().strerror(static_cast<int>(-rc)), rc);
     }
     // shm 1.17 reports some errors negated (-FI_ETRUNC); the contract is a
     // positive errno, so normalise.
@@ -591,7 +592,7 @@ class OfiTransport final : public Transport {
       char buf[256] = {};
       const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
       message = fmt::format("rank {}: {} with peer {} (tag {:#x}) failed on provider {}: {} ({}); {}",
-                            config_.rank, op, peer, tag, props_.provider, fi_strerror(errnum),
+                            config_.rank, op, peer, tag, props_.provider, libfabric().strerror(errnum),
                             errnum, detail ? detail : "");
     }
     finish(ctx, err.len, errnum, message);
