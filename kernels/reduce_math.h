@@ -2,6 +2,25 @@
 // Element math shared by the CPU kernels and the CUDA kernels. Everything
 // here is __host__ __device__ so the CPU unit tests check the exact formulas
 // the GPU runs (Note [shared element math]).
+//
+// Note [shared element math]: what happens to one element (the 16-bit
+// conversions and their rounding, the reduction operators with their NaN
+// and overflow rules, Avg's division, the compression steps of
+// compress_math.h) is written once, in headers whose functions are
+// __host__ __device__ (GW_HD): this file, elem.h and compress_math.h. The
+// CPU kernels (kernels/cpu/, including every SIMD table, which must match
+// these formulas bit for bit: Note [cpu kernel dispatch]) and the CUDA
+// kernels (kernels/cuda/) both call them. Two reasons:
+//  - results must not depend on where they were computed: gradwire
+//    promises bitwise-identical results on every rank, and a device Bucket
+//    must hold the bits a host Bucket would (tests/unit/elem_divide_test.cpp
+//    checks Elem<dt>::divide, which scale.cu runs, against the CPU
+//    copy_divided);
+//  - most machines that build and test gradwire have no GPU: running these
+//    functions in CPU unit tests checks the exact code the GPU runs.
+// So CUDA is optional at build time (the root CMakeLists.txt detects it):
+// without nvcc, GW_HD is plain `inline`. A new dtype, operator or rounding
+// rule is added here, once, for both sides.
 #pragma once
 
 #include <cstdint>

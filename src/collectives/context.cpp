@@ -1,7 +1,6 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "collectives/context.h"
 
-#include <rdma/fi_errno.h>
 #include <sched.h>
 
 #include <cerrno>
@@ -71,24 +70,24 @@ void Context::poll() {
 void Context::check(const Request& req) const {
   if (req.state == Request::State::Failed) {
     const char* dir = req.is_send ? "sending to" : "receiving from";
-    if (req.fi_errno == FI_ETRUNC || req.fi_errno == FI_EMSGSIZE) {
-      raise(ErrorCode::Mismatch,
-            "{} failed {} rank {}: rank {} sent more than the {} bytes posted here ({}); likely "
-            "cause: ranks called this collective with different counts or dtypes",
-            what_, dir, req.peer, req.peer, req.length, req.error);
-    }
-    if (req.fi_errno == FI_ECANCELED) {
-      raise(ErrorCode::Aborted, "{}: transfer {} rank {} was cancelled", what_, dir, req.peer);
-    }
-    if (req.fi_errno == ECONNRESET || req.fi_errno == ECONNREFUSED || req.fi_errno == ENOTCONN ||
-        req.fi_errno == EPIPE || req.fi_errno == EHOSTUNREACH || req.fi_errno == ECONNABORTED) {
-      raise(ErrorCode::PeerLost, "{} failed {} rank {}: {}; likely cause: rank {} died or its "
-            "host is unreachable", what_, dir, req.peer, req.error, req.peer);
+    switch (req.status) {
+      case RequestStatus::Truncated:
+        raise(ErrorCode::Mismatch,
+              "{} failed {} rank {}: rank {} sent more than the {} bytes posted here ({}); likely "
+              "cause: ranks called this collective with different counts or dtypes",
+              what_, dir, req.peer, req.peer, req.length, req.error);
+      case RequestStatus::Cancelled:
+        raise(ErrorCode::Aborted, "{}: transfer {} rank {} was cancelled", what_, dir, req.peer);
+      case RequestStatus::PeerLost:
+        raise(ErrorCode::PeerLost, "{} failed {} rank {}: {}; likely cause: rank {} died or its "
+              "host is unreachable", what_, dir, req.peer, req.error, req.peer);
+      case RequestStatus::Ok:
+      case RequestStatus::Failed: break;
     }
     // Some providers (shm's large-message protocols) report a receive that
     // was sent more data than posted as a plain I/O error.
-    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (errno {}){}", what_, dir, req.peer,
-          req.error, req.fi_errno,
+    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (error {}){}", what_, dir, req.peer,
+          req.error, req.error_code,
           req.is_send ? "; likely cause: the peer failed or left"
                       : "; likely cause: the peer sent a different amount of data (ranks called "
                         "this collective with different counts or dtypes) or the peer failed");

@@ -23,6 +23,7 @@
 namespace gradwire::collectives {
 
 using transport::Request;
+using transport::RequestStatus;
 
 // Note [tags]: a 64-bit tag is seq:24 | source rank:20 | slot:20. The
 // sequence number separates collectives (messages of collective k can never
@@ -72,11 +73,12 @@ class Context {
     interrupt_code_ = code;
   }
 
-  // `n` fresh requests that live as long as this Context. Note [requests
-  // outlive the collective]: when a collective fails, the communicator
-  // cancels every posted transfer *after* the exception left the
-  // collective's frame; the transport still points at these requests then,
-  // so they must not live on that frame.
+  // `n` fresh requests that live as long as this Context.
+  //
+  // Note [requests outlive the collective]: when a collective fails, the
+  // communicator cancels every posted transfer *after* the exception left
+  // the collective's frame; the transport still points at these requests
+  // then, so they must not live on that frame.
   std::span<Request> requests(size_t n);
 
   // Scratch memory owned by the communicator, reused between collectives

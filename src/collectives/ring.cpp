@@ -13,9 +13,21 @@ namespace {
 // Receives and sends in flight per direction: enough segments to keep about
 // kInFlightBytes moving (four 1 MiB segments keep the fabric busy while the
 // reduction of the previous segment runs), and at least four. Small
-// segments (tcp;ofi_rxm sends them eagerly, Note [eager segments on tcp] in
-// core/setup.cpp) need more of them in flight to fill a link's
-// bandwidth-delay product.
+// segments (tcp;ofi_rxm sends them eagerly, Note [eager segments on tcp])
+// need more of them in flight to fill a link's bandwidth-delay product.
+//
+// Note [eager segments on tcp]: ofi_rxm, the RDM layer over the tcp
+// provider, sends a message eagerly only while it fits its buffers
+// (FI_OFI_RXM_BUFFER_SIZE); larger ones go by its segmentation or
+// rendezvous protocols, which on a rate-limited link reach well below line
+// rate (BENCHMARKS.md, "A bandwidth-limited link": 72 MB/s on a 1 Gbit/s
+// link where gloo reaches 119). Segments small enough to go eagerly
+// (GRADWIRE_SEGMENT_BYTES=16000) reached 99 MB/s there, with the window
+// counted in bytes rather than segments: four 16 kB segments in flight are
+// far less than the link's bandwidth-delay product, so the window grows to
+// kInFlightBytes / segment size (at most kMaxWindow). The default segment
+// size stays 1 MiB: small segments are 10x slower on loopback TCP, so
+// nothing picks them automatically (GRADWIRE_SEGMENT_BYTES is the knob).
 constexpr size_t kInFlightBytes = size_t(4) << 20;
 constexpr size_t kMinWindow = 4, kMaxWindow = 256;
 

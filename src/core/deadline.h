@@ -7,6 +7,33 @@ namespace gradwire {
 
 using Clock = std::chrono::steady_clock;
 
+// Note [nothing blocks forever]: the usual failure of a distributed job is
+// not an error but a silence. A rank that died, hangs or never started
+// leaves its peers in a receive, a store read or an MPI call with nothing
+// to report, and the job hangs until someone kills it, with no hint of who
+// or where. So every loop that waits for another process takes a Deadline
+// and, when it passes, throws a gradwire::Error (usually Timeout) that says
+// what it was waiting for: the peer, the collective and its sequence
+// number, or the store key.
+//  - A collective's deadline is Options::timeout (GRADWIRE_TIMEOUT_S) from
+//    the moment it starts; collectives::Context, the transport's waits and
+//    the NCCL poller all check it.
+//  - Bootstrap exchanges and store calls get the same timeout. The socket
+//    helpers (bootstrap/socket.h) poll() with what is left of it; a TCP
+//    store WAIT carries it to the server, which answers NOT_FOUND when it
+//    passes (Note [tcp store protocol]); an MPI collective cannot be
+//    interrupted, so the MPI bootstrap polls non-blocking ones (Note [mpi
+//    bootstrap deadlines]).
+//  - A deadline cannot interrupt a provider call that never returns, so
+//    Work::wait() checks every 100 ms whether the running collective has
+//    overrun its deadline by engine_slack() and then fails with Timeout
+//    itself; the watchdog does the same check (Note [watchdog], Note [a
+//    stuck engine is leaked]).
+//  - Another rank's reported failure ends a wait early (Note [interrupting
+//    a collective]), so peers need not each run into their own deadline.
+// Deadline::never() is the explicit opt-out (the TCP store then waits
+// without limit); gradwire's own call paths pass finite deadlines.
+//
 // A point in time after which a wait fails. Every blocking loop in gradwire
 // takes one (Note [nothing blocks forever]).
 class Deadline {

@@ -14,8 +14,9 @@
 namespace gradwire {
 
 // One thread that runs a communicator's operations strictly in submission
-// order (Note [in-order launch] in DESIGN.md: every rank runs collective k
-// before k+1, so ranks never need to negotiate).
+// order: every rank runs collective k before k+1, so ranks never need to
+// negotiate (the Reducer relies on it: Note [in-order launch] in
+// src/reducer/reducer_impl.h).
 //
 // Note [no inline execution]: running a collective on the thread that
 // waits for it (to save the hand-off) was tried and removed. A provider call

@@ -13,7 +13,7 @@
 #include "core/logging.h"
 #include "core/trace.h"
 #include "gradwire/version.h"
-#include "transport/ofi/transport.h"
+#include "transport/transport.h"
 
 namespace gradwire::setup {
 
@@ -55,12 +55,12 @@ void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& ho
 
 std::unique_ptr<transport::Transport> open_transport(const FabricChoice& fabric,
                                                      const Options& options, int rank) {
-  transport::ofi::Config cfg;
+  transport::Config cfg;
   cfg.provider = fabric.provider;
   cfg.iface = fabric.iface;
   cfg.always_register = options.always_register;
   cfg.rank = rank;
-  return transport::ofi::open(cfg);
+  return transport::open("ofi", cfg);
 }
 
 }  // namespace
@@ -177,7 +177,7 @@ void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& ho
     if (h.host_groups.size() > 1) log().info("flat collectives across hosts: {}", h.why_not);
     return;
   }
-  const auto providers = transport::ofi::available_providers();
+  const auto providers = transport::available_providers("ofi");
   const bool have_shm = std::find(providers.begin(), providers.end(), "shm") != providers.end();
   FabricChoice local{have_shm ? "shm" : world.transport->properties().provider,
                      have_shm ? "" : world.iface};

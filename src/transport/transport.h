@@ -4,16 +4,38 @@
 // contract: posting may be refused for now (handled inside by driving
 // progress), progress() drives completions, memory registration is
 // explicit and cached inside the transport.
+//
+// Note [transport contract]: everything here is in gradwire's terms, so
+// that a second transport (sockets of our own, UCX, a vendor library) can
+// implement it: a finished request says what became of it as a
+// RequestStatus, not as a provider's error number, and the collectives
+// above decide what that means (a Truncated receive is a Mismatch between
+// the ranks, PeerLost names the peer). Implementations live in a folder of
+// their own (transport/ofi: libfabric) and are opened by name through
+// transport::open; nothing outside that folder includes a provider's
+// headers. How to add one: docs/architecture.md, "Where things go".
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/deadline.h"
 
 namespace gradwire::transport {
+
+// Why a request Failed (Note [transport contract]).
+enum class RequestStatus : uint8_t {
+  Ok,         // not failed
+  Truncated,  // a receive was sent more bytes than it posted
+  Cancelled,  // cancel_all(), or a post that was refused part-way
+  PeerLost,   // the connection to the peer broke (reset, refused, unreachable)
+  Failed,     // anything else; `error` says what
+};
+const char* to_string(RequestStatus status);
 
 // One posted send or receive. Owned by the caller; must stay at the same
 // address until done() (the transport keeps a pointer to it).
@@ -25,20 +47,24 @@ struct Request {
   uint64_t tag = 0;
   size_t length = 0;     // bytes posted
   size_t received = 0;   // bytes actually received (receives)
-  int pieces_left = 0;   // transport-internal: outstanding fabric operations
-  int fi_errno = 0;      // positive libfabric error number when Failed
-  std::string error;     // provider's description when Failed
+  RequestStatus status = RequestStatus::Ok;  // why, when Failed
+  int error_code = 0;    // the transport's own number for the failure, for messages only
+  std::string error;     // the transport's description when Failed
+  // Owned by the Transport implementation (the ofi transport counts the
+  // fabric operations of a split message here); callers never read it.
+  int64_t transport_private = 0;
 
   bool done() const { return state == State::Done || state == State::Failed; }
 };
 
 struct Properties {
   std::string provider;       // "shm", "tcp;ofi_rxm", "efa"
-  std::string fabric;         // fabric name reported by fi_getinfo
+  std::string fabric;         // the fabric's name, for messages
   size_t max_msg_size = 0;    // larger messages are split by the transport
   size_t inject_size = 0;     // sends up to this size complete at once
-  bool registration_required = false;  // mr_mode has FI_MR_LOCAL
-  uint64_t mr_mode = 0;
+  // Buffers must be registered before use (libfabric's FI_MR_LOCAL); the
+  // transport registers and caches them itself (invalidate()).
+  bool registration_required = false;
   // Receives can name their source (FI_DIRECTED_RECV). When false, a tag
   // alone decides which send a receive matches, so callers must encode the
   // source rank in the tag (Note [tags carry the source rank]).
@@ -87,5 +113,35 @@ class Transport {
   // cached.
   virtual void invalidate(const void* buf, size_t length) {}
 };
+
+// What opening a transport needs; every field is the transport's to
+// interpret (the ofi transport: a libfabric provider and domain).
+struct Config {
+  std::string provider;        // "" is not allowed here: resolved by the caller
+  std::string iface;           // tcp: interface/domain name, e.g. "lo"; "" = any
+  bool always_register = false;
+  int rank = 0;                // for messages only
+  size_t mr_cache_entries = 64;  // registrations kept before LRU eviction
+  // Longest wait for the provider to confirm cancellations in cancel_all().
+  int cancel_timeout_ms = 2000;
+  // Test hook: split messages larger than this even if the provider takes
+  // more (0 = use the provider's max_msg_size).
+  size_t max_msg_size_override = 0;
+  // Called between retries of a post the provider refused for now, after
+  // this transport's own progress(). A refusal can need the peer to make
+  // progress (shm and tcp;ofi_rxm set up a connection on first send), so a
+  // thread that drives several transports, e.g. a test holding both ranks,
+  // passes a function that progresses the others.
+  std::function<void()> while_refused;
+};
+
+// The transports this build has, by name ("ofi").
+std::vector<std::string> transport_kinds();
+// Opens transport `kind` with `config`. InvalidArgument for an unknown kind
+// (naming the known ones) or a provider the transport does not have here;
+// Transport when opening fails.
+std::unique_ptr<Transport> open(const std::string& kind, const Config& config);
+// The providers transport `kind` can open on this machine.
+std::vector<std::string> available_providers(const std::string& kind);
 
 }  // namespace gradwire::transport

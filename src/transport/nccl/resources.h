@@ -1,6 +1,6 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// RAII for the NCCL backend's C handles (DESIGN: "RAII over every C
-// handle"), the counterpart of transport/ofi/resources.h: a unique_ptr with
+// RAII for the NCCL backend's C handles (docs/architecture.md,
+// "Conventions": RAII over every C handle), the counterpart of transport/ofi/resources.h: a unique_ptr with
 // a closing deleter per handle type, and a guard for the current device.
 //
 // Destructors cannot report errors, so a failing release is logged. A

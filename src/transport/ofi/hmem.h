@@ -18,9 +18,9 @@
 // unusable, and would change the registration rules, FI_MR_HMEM, for every
 // host buffer); choose_gpu_path() is the rule, a pure function.
 //
-// State: detection, the rule, the FI_HMEM_CUDA registrar and the staging
-// pipeline are implemented; the collectives do not call the direct or staged
-// path yet (device buffers without NCCL are refused with InvalidArgument).
+// State: detection, the rule and the FI_HMEM_CUDA registrar are implemented
+// but unused by the collectives; device buffers take NCCL or the staged
+// backend (Note [staged device collectives]), whose pipeline is staging.h.
 #pragma once
 
 #include <string>

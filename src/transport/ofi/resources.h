@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// RAII for libfabric handles (DESIGN: "RAII over every C handle"): one
+// RAII for libfabric handles (docs/architecture.md, "Conventions": RAII over every C handle): one
 // unique_ptr type per fid type, whose deleter calls fi_close, and one for
 // fi_info (fi_freeinfo). Modelled on aws-ofi-nccl's resource_wrapper.h.
 //

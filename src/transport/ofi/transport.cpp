@@ -105,6 +105,31 @@ class ContextPool {
   size_t in_use_ = 0;
 };
 
+// A failed request's status in the contract's terms (Note [transport
+// contract]): libfabric's error numbers stay in this folder. `errnum` is
+// positive (FI_E* or an errno).
+RequestStatus status_of(int errnum) {
+  switch (errnum) {
+    case FI_ETRUNC:
+    case FI_EMSGSIZE: return RequestStatus::Truncated;
+    case FI_ECANCELED: return RequestStatus::Cancelled;
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ENOTCONN:
+    case EPIPE:
+    case EHOSTUNREACH:
+    case ECONNABORTED: return RequestStatus::PeerLost;
+    default: return RequestStatus::Failed;
+  }
+}
+
+// Records the first failure of a request (the caller sets its state).
+void fail(Request& req, int errnum, std::string message) {
+  req.status = status_of(errnum);
+  req.error_code = errnum;
+  req.error = std::move(message);
+}
+
 InfoPtr make_hints(const std::string& provider, bool directed, fi_threading threading) {
   InfoPtr hints = allocate_info();
   if (!hints) raise(ErrorCode::Internal, "fi_allocinfo: out of memory");
@@ -196,13 +221,13 @@ class OfiTransport final : public Transport {
     fill_properties();
     if (props_.registration_required || config.always_register) {
       mr_cache_ = std::make_unique<MrCache>(
-          fabric_registrar(domain_.get(), ep_.get(), props_.mr_mode, props_.provider),
+          fabric_registrar(domain_.get(), ep_.get(), mr_mode_, props_.provider),
           config.mr_cache_entries);
     }
     log().debug(
         "rank {}: ofi transport on {} (fabric {}, domain {}): mr_mode {:#x}, max_msg_size {}, "
         "inject_size {}, directed_recv {}, ordered_sends {}, threading {}",
-        config.rank, props_.provider, props_.fabric, info_->domain_attr->name, props_.mr_mode,
+        config.rank, props_.provider, props_.fabric, info_->domain_attr->name, mr_mode_,
         props_.max_msg_size, props_.inject_size, props_.directed_recv, props_.ordered_sends,
         libfabric().tostr(&info_->domain_attr->threading, FI_TYPE_THREADING));
   }
@@ -312,12 +337,12 @@ class OfiTransport final : public Transport {
       if (req == nullptr) return;
       ctx->req = nullptr;
       if (!req->is_send) ++unconfirmed_receives;
-      if (req->fi_errno == 0) {
-        req->fi_errno = FI_ECANCELED;
-        req->error = fmt::format("rank {}: {} with peer {} (tag {:#x}) cancelled", config_.rank,
-                                 req->is_send ? "send" : "receive", req->peer, req->tag);
+      if (req->status == RequestStatus::Ok) {
+        fail(*req, FI_ECANCELED,
+             fmt::format("rank {}: {} with peer {} (tag {:#x}) cancelled", config_.rank,
+                         req->is_send ? "send" : "receive", req->peer, req->tag));
       }
-      req->pieces_left = 0;
+      req->transport_private = 0;
       req->state = Request::State::Failed;
     });
     if (unconfirmed_receives > 0) {
@@ -409,8 +434,8 @@ class OfiTransport final : public Transport {
   void fill_properties() {
     props_.provider = info_->fabric_attr->prov_name;
     props_.fabric = info_->fabric_attr->name ? info_->fabric_attr->name : "";
-    props_.mr_mode = info_->domain_attr->mr_mode;
-    props_.registration_required = (props_.mr_mode & FI_MR_LOCAL) != 0;
+    mr_mode_ = info_->domain_attr->mr_mode;
+    props_.registration_required = (mr_mode_ & FI_MR_LOCAL) != 0;
     size_t max_msg = info_->ep_attr->max_msg_size;
     if (config_.max_msg_size_override > 0) max_msg = std::min(max_msg, config_.max_msg_size_override);
     props_.max_msg_size = std::max<size_t>(max_msg, 1);
@@ -472,8 +497,7 @@ class OfiTransport final : public Transport {
               [&] { return fi_tinject(ep_.get(), buf, length, addr, tag); });
       } catch (const std::exception& e) {
         req.state = Request::State::Failed;
-        req.fi_errno = FI_EAGAIN;
-        req.error = e.what();
+        fail(req, FI_EAGAIN, e.what());
         throw;
       }
       req.state = Request::State::Done;
@@ -482,7 +506,7 @@ class OfiTransport final : public Transport {
 
     // Counted in full up front so that progress() driven by a retry below
     // cannot finish the request before all pieces are posted.
-    req.pieces_left = static_cast<int>(pieces);
+    req.transport_private = static_cast<int64_t>(pieces);
     fi_addr_t src = props_.directed_recv ? addr : FI_ADDR_UNSPEC;
     size_t posted = 0;
     try {
@@ -511,10 +535,9 @@ class OfiTransport final : public Transport {
     } catch (const std::exception& e) {
       // Pieces already posted still complete through progress(); the request
       // ends Failed once they have (Note [ofi request completion]).
-      req.fi_errno = FI_ECANCELED;
-      req.error = e.what();
-      req.pieces_left -= static_cast<int>(pieces - posted);
-      if (req.pieces_left == 0) req.state = Request::State::Failed;
+      fail(req, FI_ECANCELED, e.what());
+      req.transport_private -= static_cast<int64_t>(pieces - posted);
+      if (req.transport_private == 0) req.state = Request::State::Failed;
       throw;
     }
   }
@@ -553,12 +576,9 @@ class OfiTransport final : public Transport {
     pool_.release(ctx);
     if (req == nullptr) return;  // given up on by cancel_all()
     if (!req->is_send) req->received += len;
-    if (err != 0 && req->fi_errno == 0) {
-      req->fi_errno = err;
-      req->error = message;
-    }
-    if (--req->pieces_left == 0) {
-      req->state = req->fi_errno != 0 ? Request::State::Failed : Request::State::Done;
+    if (err != 0 && req->status == RequestStatus::Ok) fail(*req, err, message);
+    if (--req->transport_private == 0) {
+      req->state = req->status != RequestStatus::Ok ? Request::State::Failed : Request::State::Done;
     }
   }
 
@@ -601,6 +621,7 @@ class OfiTransport final : public Transport {
 
   Config config_;
   Properties props_;
+  uint64_t mr_mode_ = 0;  // the domain's FI_MR_* bits (registration is ours to honour)
   std::string name_;
   std::vector<fi_addr_t> peers_;
   // Declared in open order; destroyed in reverse: ep, av, cq, MRs, domain,
