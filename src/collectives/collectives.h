@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "collectives/context.h"
+#include "core/collective_call.h"
 #include "core/shared_windows.h"
 #include "gradwire/types.h"
 
@@ -20,18 +21,17 @@ void allgather(Context& ctx, const void* send, void* recv, size_t count, DataTyp
 void broadcast(Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
 void alltoall(Context& ctx, const void* send, void* recv, size_t count_per_rank, DataType dtype);
 void barrier(Context& ctx);
+// The transport algorithm for `call` (Note [one collective call]): one of
+// the above by call.op. Internal (Other) calls have no algorithm here.
+void run(Context& ctx, const CollectiveCall& call);
 
-// The direct path between the shared buffers of one host (direct.cpp).
-enum class DirectKind : uint8_t { Allreduce = 1, ReduceScatter = 2, Allgather = 3 };
+// The direct path between the shared buffers of one host (direct.cpp), for
+// allreduce, reduce_scatter and allgather.
 struct DirectCall {
-  DirectKind kind;
-  const void* send;
-  void* recv;
-  size_t count;  // as passed to the collective
-  DataType dtype;
-  ReduceOp op;
+  CollectiveCall call;
   shared::Location send_at, recv_at;  // window kNoWindow: not in a shared buffer
 };
+bool direct_path_takes(CollectiveOp op);
 // Handshakes with the other ranks (Note [the direct handshake]) and runs
 // the collective straight between their buffers if every rank's buffers
 // allow it; returns false (having touched no buffer) if not, and the caller

@@ -34,19 +34,13 @@ using shared::Descriptor;
 // stays in L2 while it is copied out to every rank.
 constexpr size_t kChunkBytes = size_t(64) << 10;
 
-const char* kind_name(uint8_t k) {
-  switch (DirectKind(k)) {
-    case DirectKind::Allreduce: return "allreduce";
-    case DirectKind::ReduceScatter: return "reduce_scatter";
-    case DirectKind::Allgather: return "allgather";
-  }
-  return "?";
+CollectiveCall call_of(const Descriptor& d) {
+  return CollectiveCall::from_wire(d.kind, d.dtype, d.op, -1, d.count);
 }
 
 std::string describe(const Descriptor& d) {
-  return fmt::format("{} of {} x {}{}{}", kind_name(d.kind), d.count,
-                     to_string(DataType(d.dtype)), d.kind == uint8_t(DirectKind::Allgather) ? "" : " ",
-                     d.kind == uint8_t(DirectKind::Allgather) ? "" : to_string(ReduceOp(d.op)));
+  const CollectiveCall c = call_of(d);
+  return fmt::format("{} of {}", c.name(), c.describe());
 }
 
 // Note [the direct handshake]: each rank writes its Descriptor (what it
@@ -89,7 +83,7 @@ void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
   for (size_t p = 1; p < all.size(); ++p) {
     const Descriptor &a = all[0], &b = all[p];
     if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
-        (a.kind != uint8_t(DirectKind::Allgather) && a.op != b.op)) {
+        (call_of(a).has_redop() && a.op != b.op)) {
       raise(ErrorCode::Mismatch, "{}: ranks called different collectives: rank 0 {}, rank {} {}",
             ctx.what(), describe(a), p, describe(b));
     }
@@ -128,24 +122,30 @@ void reduce_block(Context& ctx, const std::vector<const std::byte*>& in, size_t 
 
 }  // namespace
 
-bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& call) {
+bool direct_path_takes(CollectiveOp op) {
+  return op == CollectiveOp::Allreduce || op == CollectiveOp::ReduceScatter ||
+         op == CollectiveOp::Allgather;
+}
+
+bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct) {
+  const CollectiveCall& call = direct.call;
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = element_size(call.dtype);
   Descriptor mine;
-  mine.kind = uint8_t(call.kind);
+  mine.kind = uint8_t(call.op);
   mine.dtype = uint8_t(call.dtype);
-  mine.op = uint8_t(call.op);
+  mine.op = uint8_t(call.redop);
   mine.count = call.count;
-  mine.send_window = call.send_at.window;
-  mine.send_offset = call.send_at.offset;
-  mine.recv_window = call.recv_at.window;
-  mine.recv_offset = call.recv_at.offset;
+  mine.send_window = direct.send_at.window;
+  mine.send_offset = direct.send_at.offset;
+  mine.recv_window = direct.recv_at.window;
+  mine.recv_offset = direct.recv_at.offset;
   const std::vector<Descriptor> all = handshake(ctx, w, mine);
   check_same_call(ctx, all);
 
   // Direct only if every rank's buffers lie in the same window, so every
   // rank maps them all (a window is released rank by rank).
-  const bool needs_recv = call.kind == DirectKind::Allreduce;
+  const bool needs_recv = call.op == CollectiveOp::Allreduce;
   for (const auto& d : all) {
     if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) return false;
     if (needs_recv &&
@@ -157,11 +157,11 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& call) 
 
   const Blocks blocks = shard_blocks(call.count, n);
   const size_t send_bytes =
-      call.kind == DirectKind::Allgather ? 0 : call.count * es;  // per-rank sizes below
+      call.op == CollectiveOp::Allgather ? 0 : call.count * es;  // per-rank sizes below
   std::vector<const std::byte*> in(n);
   std::vector<std::byte*> out(n);
   for (int p = 0; p < n; ++p) {
-    const size_t sb = call.kind == DirectKind::Allgather ? blocks.count[p] * es : send_bytes;
+    const size_t sb = call.op == CollectiveOp::Allgather ? blocks.count[p] * es : send_bytes;
     in[p] = w.address(p, all[p].send_window, all[p].send_offset, sb);
     if (needs_recv) out[p] = w.address(p, all[p].recv_window, all[p].recv_offset, call.count * es);
     if (!in[p] || (needs_recv && !out[p])) {
@@ -175,25 +175,27 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& call) 
   if (needs_recv) out[r] = recv;
 
   const size_t first = blocks.offset[r], len = blocks.count[r];
-  switch (call.kind) {
-    case DirectKind::Allreduce:
-      reduce_block(ctx, in, first, len, call.dtype, call.op,
+  switch (call.op) {
+    case CollectiveOp::Allreduce:
+      reduce_block(ctx, in, first, len, call.dtype, call.redop,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
                      for (int p = 0; p < n; ++p) std::memcpy(out[p] + (first + x) * es, tmp, bytes);
                    });
       break;
-    case DirectKind::ReduceScatter:
-      reduce_block(ctx, in, first, len, call.dtype, call.op,
+    case CollectiveOp::ReduceScatter:
+      reduce_block(ctx, in, first, len, call.dtype, call.redop,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
                      std::memcpy(recv + x * es, tmp, bytes);
                    });
       break;
-    case DirectKind::Allgather:
+    case CollectiveOp::Allgather:
       for (int p = 0; p < n; ++p) {
         std::byte* dst = recv + blocks.offset[p] * es;
         if (dst != in[p] && blocks.count[p] > 0) std::memcpy(dst, in[p], blocks.count[p] * es);
       }
       break;
+    default:
+      raise(ErrorCode::Internal, "{}: the direct path has no {}", ctx.what(), call.name());
   }
   depart(ctx, w);
   return true;

@@ -220,11 +220,13 @@ class PowerSGDState::Impl {
                                            b.matrices.size(), o_.matrix_approximation_rank);
     Bucket* bp = &b;
     const size_t n1 = b.comm1.size();
-    comm.submit("allreduce", detail + ": P and uncompressed tensors", [bp, n1](collectives::Context& ctx) {
+    // Internal exchanges (CollectiveOp::Other): the ranks' fingerprints of
+    // the Bucket's own allreduce already covered them.
+    comm.submit({}, [bp, n1](collectives::Context& ctx) {
       if (n1) collectives::allreduce(ctx, bp->comm1.data(), bp->comm1.data(), n1, DataType::Float32, ReduceOp::Sum);
-    });
+    }, {"allreduce", detail + ": P and uncompressed tensors"});
     const PowerSGDOptions o = o_;
-    return comm.submit("allreduce", detail + ": Q", [bp, buf, n, o](collectives::Context& ctx) {
+    return comm.submit({}, [bp, buf, n, o](collectives::Context& ctx) {
       Bucket& b = *bp;
       size_t at = 0;
       for (const Span& s : b.uncompressed) {
@@ -251,7 +253,7 @@ class PowerSGDState::Impl {
         for (size_t i = 0; i < n; ++i) b.error[i] = b.input_copy[i] - buf[i] * share;
       }
       if (!o.warm_start) b.q_valid = false;
-    });
+    }, {"allreduce", detail + ": Q"});
   }
 
   std::string save() const {

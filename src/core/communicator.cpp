@@ -19,8 +19,6 @@
 
 namespace gradwire {
 
-using transport::nccl::Collective;  // Note [device-buffer dispatch]
-
 CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
                                    std::string name_in,
                                    std::unique_ptr<bootstrap::Bootstrap> bootstrap_in,
@@ -49,9 +47,10 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (name == "world") trace::flush();
 }
 
-Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
-                              std::function<void(collectives::Context&)> fn,
-                              const fr::CollectiveInfo& info) {
+Work CommunicatorImpl::submit(const CollectiveCall& info,
+                              std::function<void(collectives::Context&)> fn, const Label& label) {
+  const std::string_view op = label.name.empty() ? info.name() : label.name;
+  const std::string detail = label.name.empty() ? info.describe() : label.detail;
   if (aborted_) {
     std::lock_guard<std::mutex> lk(state_mu_);
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
@@ -81,7 +80,7 @@ Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
       const std::string label = fmt::format("{} #{}", op, seq);
       trace::span(name, label + " queued", "queued", queued_us, started_us);
       trace::span(name, label, "collective", started_us, trace::now_us(),
-                  fmt::format("\"detail\": \"{}\", \"ok\": {}", fr::describe(info), ok));
+                  fmt::format("\"detail\": \"{}\", \"ok\": {}", info.describe(), ok));
     };
     if (aborted_) {
       recorder.done(record, false);
@@ -97,7 +96,7 @@ Work CommunicatorImpl::submit(std::string_view op, const std::string& detail,
         raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in core/reach.h
-      if (options.debug_detail && info.op != fr::Op::Other) {
+      if (options.debug_detail && info.op != CollectiveOp::Other) {
         check_fingerprint(ctx, make_fingerprint(seq, info));
       }
       fn(ctx);
@@ -204,17 +203,17 @@ void CommunicatorImpl::abort(const std::string& reason) {
 std::vector<std::string> CommunicatorImpl::allgather_blobs(const std::string& mine) {
   std::vector<int64_t> lengths(size);
   int64_t my_len = int64_t(mine.size());
-  auto run = [&](std::string_view op, const void* send, void* recv, size_t count, DataType dt) {
-    return submit(op, "bootstrap", [=](collectives::Context& ctx) {
+  auto run = [&](const void* send, void* recv, size_t count, DataType dt) {
+    return submit({}, [=](collectives::Context& ctx) {
       collectives::allgather(ctx, send, recv, count, dt);
-    });
+    }, {"allgather", "bootstrap"});
   };
-  run("allgather", &my_len, lengths.data(), size_t(size), DataType::Int64).wait();
+  run(&my_len, lengths.data(), size_t(size), DataType::Int64).wait();
   const size_t max_len = size_t(*std::max_element(lengths.begin(), lengths.end()));
   std::string padded = mine;
   padded.resize(max_len);
   std::vector<char> all(max_len * size);
-  if (max_len > 0) run("allgather", padded.data(), all.data(), all.size(), DataType::UInt8).wait();
+  if (max_len > 0) run(padded.data(), all.data(), all.size(), DataType::UInt8).wait();
   std::vector<std::string> out(size);
   for (int r = 0; r < size; ++r) out[r].assign(all.data() + r * max_len, size_t(lengths[r]));
   return out;
@@ -258,41 +257,6 @@ std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks)
 
 namespace {
 
-std::string describe(size_t count, DataType dtype) {
-  return fmt::format("{} x {}", count, to_string(dtype));
-}
-std::string describe(size_t count, DataType dtype, ReduceOp op) {
-  return fmt::format("{} x {} {}", count, to_string(dtype), to_string(op));
-}
-
-bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
-size_t checked_bytes(const CommunicatorImpl& c, std::string_view op, size_t count, DataType dtype) {
-  const size_t es = element_size(dtype);
-  if (count > SIZE_MAX / es / std::max(1, c.size)) {
-    raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",
-          c.rank, op, count, to_string(dtype));
-  }
-  return count * es;
-}
-
-void require_buffer(const CommunicatorImpl& c, std::string_view op, const char* which,
-                    const void* p, size_t bytes) {
-  if (bytes > 0 && p == nullptr) {
-    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null {} buffer for {} bytes", c.rank, op,
-          which, bytes);
-  }
-}
-
-[[noreturn]] void bad_overlap(const CommunicatorImpl& c, std::string_view op, const char* rule) {
-  raise(ErrorCode::InvalidArgument,
-        "rank {}: {} send and receive buffers overlap without being in place ({})", c.rank, op,
-        rule);
-}
-
 // Note [the direct path] in collectives/direct.cpp: once allocate_shared()
 // has mapped the ranks' control segments, every allreduce, reduce_scatter
 // and allgather handshakes through them, whatever its buffers, so all ranks
@@ -302,18 +266,43 @@ struct Direct {
   collectives::DirectCall call;
 };
 
-Direct direct_call(CommunicatorImpl& c, collectives::DirectKind kind, const void* send,
-                   size_t send_bytes, void* recv, size_t recv_bytes, size_t count, DataType dtype,
-                   ReduceOp op) {
-  Direct d{c.direct_windows(), {kind, send, recv, count, dtype, op, {}, {}}};
+Direct direct_call(CommunicatorImpl& c, const CollectiveCall& call) {
+  if (!collectives::direct_path_takes(call.op)) return {};
+  Direct d{c.direct_windows(), {call, {}, {}}};
   if (d.windows) {
-    d.call.send_at = d.windows->find(send, send_bytes).value_or(shared::Location{});
-    d.call.recv_at = d.windows->find(recv, recv_bytes).value_or(shared::Location{});
+    const size_t sb = call.send_bytes(c.rank, c.size), rb = call.recv_bytes(c.rank, c.size);
+    d.call.send_at = d.windows->find(call.send, sb).value_or(shared::Location{});
+    d.call.recv_at = d.windows->find(call.recv, rb).value_or(shared::Location{});
   }
   return d;
 }
 
 }  // namespace
+
+Work CommunicatorImpl::start(const CollectiveCall& call) {
+  validate(call, rank, size);
+  // 1. CUDA buffers: the device path (Note [device-buffer dispatch]).
+  if (auto* gpu = transport::nccl::route(*this, call)) {
+    return gpu->submit(call, DeviceStreamScope::current());
+  }
+  // 2-4 run on the engine thread, decided here from what every rank knows
+  // alike (the direct path's handshake makes the last decision together).
+  const Direct direct = direct_call(*this, call);
+  // Note [hierarchical allreduce]; small buffers stay latency-optimal.
+  const bool hierarchical =
+      call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&
+      collectives::choose_allreduce(call.recv_bytes(rank, size), size, options) ==
+          collectives::Algorithm::Ring;
+  return submit(call, [this, call, direct, hierarchical](collectives::Context& ctx) {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
+    if (hierarchical) {
+      ctx.set_algorithm("hierarchical");
+      hierarchical_allreduce(*this, call.send, call.recv, call.count, call.dtype, call.redop);
+      return;
+    }
+    collectives::run(ctx, call);
+  });
+}
 
 SharedBuffer Communicator::allocate_shared(size_t bytes) {
   return SharedBuffer(shared::allocate(*impl_, bytes));
@@ -321,113 +310,26 @@ SharedBuffer Communicator::allocate_shared(size_t bytes) {
 
 Work Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                              ReduceOp op) {
-  auto& c = *impl_;
-  const size_t bytes = checked_bytes(c, "allreduce", count, dtype);
-  require_buffer(c, "allreduce", "send", send, bytes);
-  require_buffer(c, "allreduce", "receive", recv, bytes);
-  if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "allreduce", "send == recv");
-  if (auto* gpu = transport::nccl::route(c, "allreduce", {send, recv}))
-    return gpu->submit({Collective::Kind::AllReduce, send, recv, count, dtype, op},
-                       DeviceStreamScope::current());
-  const auto direct = direct_call(c, collectives::DirectKind::Allreduce, send, bytes, recv, bytes,
-                                  count, dtype, op);
-  // Note [hierarchical allreduce]; small buffers stay latency-optimal.
-  const bool hierarchical = c.host_local && count > 0 &&
-                            collectives::choose_allreduce(bytes, c.size, c.options) ==
-                                collectives::Algorithm::Ring;
-  CommunicatorImpl* world = &c;  // outlives its queued collectives
-  return c.submit("allreduce", describe(count, dtype, op), [=](collectives::Context& ctx) {
-    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
-    if (hierarchical) {
-      ctx.set_algorithm("hierarchical");
-      hierarchical_allreduce(*world, send, recv, count, dtype, op);
-      return;
-    }
-    collectives::allreduce(ctx, send, recv, count, dtype, op);
-  }, {fr::Op::Allreduce, dtype, op, true, -1, count});
+  return impl_->start(CollectiveCall::allreduce(send, recv, count, dtype, op));
 }
 
 Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
                                   ReduceOp op) {
-  auto& c = *impl_;
-  const size_t bytes = checked_bytes(c, "reduce_scatter", count, dtype);
-  const size_t es = element_size(dtype);
-  const size_t shard = shard_count(count, c.size, c.rank) * es;
-  require_buffer(c, "reduce_scatter", "send", send, bytes);
-  require_buffer(c, "reduce_scatter", "receive", recv, shard);
-  const void* in_place = static_cast<const std::byte*>(send) + shard_offset(count, c.size, c.rank) * es;
-  if (recv != in_place && overlaps(send, bytes, recv, shard))
-    bad_overlap(c, "reduce_scatter", "recv == send + shard_offset(count, size, rank)");
-  if (auto* gpu = transport::nccl::route(c, "reduce_scatter", {send, recv}))
-    return gpu->submit({Collective::Kind::ReduceScatter, send, recv, count, dtype, op},
-                       DeviceStreamScope::current());
-  const auto direct = direct_call(c, collectives::DirectKind::ReduceScatter, send, bytes, recv,
-                                  shard, count, dtype, op);
-  return c.submit("reduce_scatter", describe(count, dtype, op), [=](collectives::Context& ctx) {
-    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
-    collectives::reduce_scatter(ctx, send, recv, count, dtype, op);
-  }, {fr::Op::ReduceScatter, dtype, op, true, -1, count});
+  return impl_->start(CollectiveCall::reduce_scatter(send, recv, count, dtype, op));
 }
 
 Work Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
-  auto& c = *impl_;
-  const size_t bytes = checked_bytes(c, "allgather", count, dtype);
-  const size_t es = element_size(dtype);
-  const size_t shard = shard_count(count, c.size, c.rank) * es;
-  require_buffer(c, "allgather", "send", send, shard);
-  require_buffer(c, "allgather", "receive", recv, bytes);
-  const void* in_place = static_cast<const std::byte*>(recv) + shard_offset(count, c.size, c.rank) * es;
-  if (send != in_place && overlaps(send, shard, recv, bytes))
-    bad_overlap(c, "allgather", "send == recv + shard_offset(count, size, rank)");
-  if (auto* gpu = transport::nccl::route(c, "allgather", {send, recv}))
-    return gpu->submit({Collective::Kind::AllGather, send, recv, count, dtype},
-                       DeviceStreamScope::current());
-  const auto direct = direct_call(c, collectives::DirectKind::Allgather, send, shard, recv, bytes,
-                                  count, dtype, ReduceOp::Sum);
-  return c.submit("allgather", describe(count, dtype), [=](collectives::Context& ctx) {
-    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
-    collectives::allgather(ctx, send, recv, count, dtype);
-  }, {fr::Op::Allgather, dtype, ReduceOp::Sum, false, -1, count});
+  return impl_->start(CollectiveCall::allgather(send, recv, count, dtype));
 }
 
 Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
-  auto& c = *impl_;
-  const size_t bytes = checked_bytes(c, "broadcast", count, dtype);
-  if (root < 0 || root >= c.size) {
-    raise(ErrorCode::InvalidArgument, "rank {}: broadcast root {} is not a rank of this "
-          "communicator (size {})", c.rank, root, c.size);
-  }
-  if (c.rank == root) require_buffer(c, "broadcast", "send", send, bytes);
-  require_buffer(c, "broadcast", "receive", recv, bytes);
-  if (c.rank == root && send != recv && overlaps(send, bytes, recv, bytes))
-    bad_overlap(c, "broadcast", "send == recv");
-  if (auto* gpu = transport::nccl::route(c, "broadcast", {c.rank == root ? send : nullptr, recv}))
-    return gpu->submit({Collective::Kind::Broadcast, send, recv, count, dtype, ReduceOp::Sum, root},
-                       DeviceStreamScope::current());
-  return c.submit("broadcast", fmt::format("{} from rank {}", describe(count, dtype), root),
-                  [=](collectives::Context& ctx) {
-                    collectives::broadcast(ctx, send, recv, count, dtype, root);
-                  }, {fr::Op::Broadcast, dtype, ReduceOp::Sum, false, root, count});
+  return impl_->start(CollectiveCall::broadcast(send, recv, count, dtype, root));
 }
 
 Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) {
-  auto& c = *impl_;
-  const size_t bytes = checked_bytes(c, "alltoall", count_per_rank, dtype) * size_t(c.size);
-  require_buffer(c, "alltoall", "send", send, bytes);
-  require_buffer(c, "alltoall", "receive", recv, bytes);
-  if (send != recv && overlaps(send, bytes, recv, bytes)) bad_overlap(c, "alltoall", "send == recv");
-  if (auto* gpu = transport::nccl::route(c, "alltoall", {send, recv}))
-    return gpu->submit({Collective::Kind::AllToAll, send, recv, count_per_rank, dtype},
-                       DeviceStreamScope::current());
-  return c.submit("alltoall", fmt::format("{} per rank", describe(count_per_rank, dtype)),
-                  [=](collectives::Context& ctx) {
-                    collectives::alltoall(ctx, send, recv, count_per_rank, dtype);
-                  }, {fr::Op::Alltoall, dtype, ReduceOp::Sum, false, -1, count_per_rank});
+  return impl_->start(CollectiveCall::alltoall(send, recv, count_per_rank, dtype));
 }
 
-Work Communicator::barrier() {
-  return impl_->submit("barrier", "", [](collectives::Context& ctx) { collectives::barrier(ctx); },
-                       {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0});
-}
+Work Communicator::barrier() { return impl_->start(CollectiveCall::barrier()); }
 
 }  // namespace gradwire

@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/context.h"
+#include "core/collective_call.h"
 #include "core/engine.h"
 #include "core/flight_recorder.h"
 #include "core/shared_windows.h"
@@ -30,12 +31,26 @@ class CommunicatorImpl {
                    std::unique_ptr<transport::Transport> transport, std::string iface);
   ~CommunicatorImpl();
 
-  // Enqueues `fn` as collective `op` and returns its Work. `detail` goes
-  // into the description ("1048576 x float32 sum"); `info` into the flight
-  // recorder and, with GRADWIRE_DEBUG=DETAIL, the fingerprint the ranks
-  // compare first (not for info.op == Other: internal exchanges).
-  Work submit(std::string_view op, const std::string& detail,
-              std::function<void(collectives::Context&)> fn, const fr::CollectiveInfo& info = {});
+  // The router (Note [one collective call]): validates `call`, then runs it
+  // by the first strategy that takes it: the device path (NCCL or staged)
+  // for CUDA buffers, else on the engine thread the direct path between
+  // shared buffers, the hierarchical allreduce across hosts, or the
+  // transport algorithm.
+  Work start(const CollectiveCall& call);
+
+  // How an internal exchange names itself in errors and logs, e.g.
+  // {"allgather", "bootstrap"}; empty: the call's own name and description.
+  struct Label {
+    std::string_view name;
+    std::string detail;
+  };
+  // Enqueues `fn` as `call` and returns its Work. The description
+  // ("rank 0: allreduce #12 (1048576 x float32 sum)"), the flight-recorder
+  // record and, with GRADWIRE_DEBUG=DETAIL, the fingerprint the ranks compare
+  // first derive from `call` (no fingerprint for CollectiveOp::Other:
+  // internal exchanges, which name themselves with `label`).
+  Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
+              const Label& label = {});
   void abort(const std::string& reason);
   // Finishes queued work; false if the engine is stuck (then this object
   // must be leaked, Note [a stuck engine is leaked]).

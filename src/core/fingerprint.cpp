@@ -12,21 +12,11 @@ namespace gradwire {
 
 namespace {
 
-fr::CollectiveInfo info_of(const Fingerprint& f) {
-  fr::CollectiveInfo i;
-  i.op = fr::Op(f.op);
-  i.dtype = DataType(f.dtype);
-  i.redop = ReduceOp(f.redop);
-  i.has_redop = f.has_redop != 0;
-  i.root = f.root;
-  i.count = f.count;
-  return i;
-}
-
 std::string call_of(const Fingerprint& f) {
   if (f.magic != Fingerprint{}.magic) return "something that is not a gradwire fingerprint";
-  const std::string d = describe(info_of(f));
-  return fmt::format("{} #{}{}", fr::to_string(fr::Op(f.op)), f.seq,
+  const CollectiveCall c = CollectiveCall::from_wire(f.op, f.dtype, f.redop, f.root, f.count);
+  const std::string d = c.describe();
+  return fmt::format("{} #{}{}", c.name(), f.seq,
                      d.empty() ? "" : fmt::format(" ({})", d));
 }
 
@@ -46,13 +36,13 @@ std::string differing_fields(const Fingerprint& a, const Fingerprint& b) {
 
 }  // namespace
 
-Fingerprint make_fingerprint(uint32_t seq, const fr::CollectiveInfo& info) {
+Fingerprint make_fingerprint(uint32_t seq, const CollectiveCall& info) {
   Fingerprint f;
   f.seq = seq;
   f.op = uint8_t(info.op);
   f.dtype = uint8_t(info.dtype);
-  f.redop = info.has_redop ? uint8_t(info.redop) : 0;
-  f.has_redop = info.has_redop;
+  f.redop = info.has_redop() ? uint8_t(info.redop) : 0;
+  f.has_redop = info.has_redop();
   f.root = info.root;
   f.count = info.count;
   return f;
@@ -63,7 +53,7 @@ const char* decode_fingerprint(const void* bytes, size_t n, Fingerprint* out) {
   Fingerprint f;
   std::memcpy(&f, bytes, sizeof(f));
   if (f.magic != Fingerprint{}.magic) return "wrong magic";
-  if (f.op > uint8_t(fr::Op::Other)) return "unknown collective";
+  if (f.op > uint8_t(CollectiveOp::Other)) return "unknown collective";
   bool dtype_ok = false;
   for (DataType d : kAllDataTypes) dtype_ok |= f.dtype == uint8_t(d);
   if (!dtype_ok) return "unknown dtype";

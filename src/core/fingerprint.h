@@ -28,7 +28,7 @@ struct Fingerprint {
 };
 static_assert(sizeof(Fingerprint) == 24);
 
-Fingerprint make_fingerprint(uint32_t seq, const fr::CollectiveInfo& info);
+Fingerprint make_fingerprint(uint32_t seq, const CollectiveCall& call);
 
 // Pure: the fingerprint in `n` bytes a peer sent, checked field by field
 // (size, magic, op, dtype, reduce op, flag, root). nullptr on success, else

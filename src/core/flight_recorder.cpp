@@ -19,8 +19,6 @@ namespace gradwire::fr {
 
 namespace {
 
-constexpr std::string_view kOps[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                     "alltoall",  "barrier",        "internal"};
 constexpr std::string_view kStates[] = {"queued", "started", "completed", "failed"};
 
 std::string json_escape(std::string_view s) {
@@ -49,31 +47,11 @@ std::string hostname() {
 
 }  // namespace
 
-std::string_view to_string(Op op) { return kOps[std::min<size_t>(size_t(op), 6)]; }
-Op parse_op(std::string_view s) {
-  for (size_t i = 0; i < 7; ++i)
-    if (kOps[i] == s) return Op(i);
-  return Op::Other;
-}
 std::string_view to_string(State s) { return kStates[std::min<size_t>(size_t(s), 3)]; }
 State parse_state(std::string_view s) {
   for (size_t i = 0; i < 4; ++i)
     if (kStates[i] == s) return State(i);
   return State::Queued;
-}
-
-std::string describe(const CollectiveInfo& info) {
-  switch (info.op) {
-    case Op::Barrier:
-    case Op::Other: return "";
-    case Op::Broadcast:
-      return fmt::format("{} x {} from rank {}", info.count, to_string(info.dtype), info.root);
-    case Op::Alltoall: return fmt::format("{} x {} per rank", info.count, to_string(info.dtype));
-    default:
-      return info.has_redop ? fmt::format("{} x {} {}", info.count, to_string(info.dtype),
-                                          to_string(info.redop))
-                            : fmt::format("{} x {}", info.count, to_string(info.dtype));
-  }
 }
 
 // Note [coarse clock]: CLOCK_REALTIME_COARSE costs a few ns where a precise
@@ -110,7 +88,7 @@ uint16_t Recorder::register_comm(const std::string& name, int rank, int size) {
   return uint16_t(comms_.size() - 1);
 }
 
-uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveInfo& info) {
+uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& info) {
   if (capacity_ == 0) return 0;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot& s = slots_[id % capacity_];
@@ -121,7 +99,7 @@ uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveInfo& inf
   s.op.store(uint8_t(info.op), r);
   s.dtype.store(uint8_t(info.dtype), r);
   s.redop.store(uint8_t(info.redop), r);
-  s.has_redop.store(info.has_redop, r);
+  s.has_redop.store(info.has_redop(), r);
   s.root.store(info.root, r);
   s.count.store(info.count, r);
   s.state.store(uint8_t(State::Queued), r);
@@ -195,7 +173,7 @@ std::string Recorder::to_json(const std::string& reason) const {
         "\n  {{\"comm\": {}, \"seq\": {}, \"op\": \"{}\", \"dtype\": \"{}\", \"count\": {}, "
         "\"redop\": \"{}\", \"root\": {}, \"state\": \"{}\", \"queued_us\": {}, "
         "\"started_us\": {}, \"done_us\": {}}}",
-        s.comm.load(r), s.seq.load(r), to_string(Op(s.op.load(r))),
+        s.comm.load(r), s.seq.load(r), to_string(CollectiveOp(s.op.load(r))),
         to_string(DataType(s.dtype.load(r))), s.count.load(r),
         s.has_redop.load(r) ? to_string(ReduceOp(s.redop.load(r))) : std::string_view(),
         s.root.load(r), to_string(State(s.state.load(r))), s.queued_us.load(r),

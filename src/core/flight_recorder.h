@@ -19,31 +19,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/collective_call.h"
 #include "gradwire/types.h"
 
 namespace gradwire::fr {
 
-// Other: gradwire's own exchanges (split), written "internal" in dumps.
-enum class Op : uint8_t { Allreduce, ReduceScatter, Allgather, Broadcast, Alltoall, Barrier, Other };
-std::string_view to_string(Op op);
-Op parse_op(std::string_view s);  // Other for anything unknown
-
 enum class State : uint8_t { Queued, Started, Completed, Failed };
 std::string_view to_string(State s);
 State parse_state(std::string_view s);
-
-// What a collective is, as every rank must agree on it. Also the debug-mode
-// fingerprint (core/fingerprint.h).
-struct CollectiveInfo {
-  Op op = Op::Other;
-  DataType dtype = DataType::UInt8;
-  ReduceOp redop = ReduceOp::Sum;
-  bool has_redop = false;
-  int32_t root = -1;  // broadcast only
-  uint64_t count = 0;
-};
-// "1024 x float32 sum", "8 x int64 from rank 0", "" (barrier)
-std::string describe(const CollectiveInfo& info);
 
 // Microseconds since the Unix epoch (comparable between ranks of one host),
 // to a scheduler tick (Note [coarse clock]).
@@ -60,7 +43,7 @@ class Recorder {
   // A communicator's index in dumps; its name, rank and size in it.
   uint16_t register_comm(const std::string& name, int rank, int size);
   // Returns the record id for started()/done(); 0 when disabled.
-  uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveInfo& info);
+  uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveCall& call);
   void started(uint64_t id);
   void done(uint64_t id, bool ok);
   // The error that ended a communicator's collective `seq` (first one kept).

@@ -122,8 +122,9 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
                                                  std::move(transport), fabric.iface);
   // Proves every rank is reachable over the fabric before training starts;
   // a failure names the rank that did not answer.
-  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
-               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
+  impl->submit(CollectiveCall::barrier(),
+               [](collectives::Context& ctx) { collectives::barrier(ctx); },
+               {"barrier", "start-up"})
       .wait();
   trace::write_manifest(options, size, impl->transport->properties().provider,
                         impl->bootstrap->describe());
@@ -161,8 +162,9 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
   auto impl = std::make_unique<CommunicatorImpl>(parent.options, child_rank, int(members.size()),
                                                  name, nullptr, std::move(tr), fabric.iface);
   impl->world_rank = parent.world_rank;
-  impl->submit("barrier", "start-up", [](collectives::Context& ctx) { collectives::barrier(ctx); },
-               {fr::Op::Barrier, DataType::UInt8, ReduceOp::Sum, false, -1, 0})
+  impl->submit(CollectiveCall::barrier(),
+               [](collectives::Context& ctx) { collectives::barrier(ctx); },
+               {"barrier", "start-up"})
       .wait();
   return impl;
 }

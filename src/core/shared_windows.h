@@ -41,7 +41,7 @@ class Mapping {
 struct Descriptor {
   static constexpr uint32_t kNoWindow = UINT32_MAX;
   uint64_t seq1 = 0;  // sequence number + 1 (0: never written)
-  uint8_t kind = 0;   // DirectKind
+  uint8_t kind = 0;   // CollectiveOp
   uint8_t dtype = 0;
   uint8_t op = 0;
   uint8_t pad = 0;

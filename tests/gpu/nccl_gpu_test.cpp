@@ -231,14 +231,14 @@ TEST_F(NcclTest, WaitsForTheProducerStream) {
 TEST_F(NcclTest, GroupLaunchAndBarrier) {
   auto& impl = detail::CommunicatorAccess::impl(*comm_);
   transport::nccl::Backend& nccl = transport::nccl::backend(impl, world().device);
-  using transport::nccl::Collective;
   const size_t n = 3000;
   gwgpu::DeviceBuffer a(n * 4), b(n * 8);
   a.upload(encode(DataType::Float32, inputs(rank_, n)));
   b.upload(encode(DataType::Float64, inputs(rank_, n)));
-  Work w = nccl.submit_group({{Collective::Kind::AllReduce, a.get(), a.get(), n, DataType::Float32, ReduceOp::Max},
-                              {Collective::Kind::AllReduce, b.get(), b.get(), n, DataType::Float64, ReduceOp::Sum},
-                              {Collective::Kind::Barrier}});
+  Work w = nccl.submit_group(
+      {CollectiveCall::allreduce(a.get(), a.get(), n, DataType::Float32, ReduceOp::Max),
+       CollectiveCall::allreduce(b.get(), b.get(), n, DataType::Float64, ReduceOp::Sum),
+       CollectiveCall::barrier()});
   w.wait();
   EXPECT_NE(w.describe().find("group"), std::string::npos) << w.describe();
   auto ga = decode(DataType::Float32, a.download<uint8_t>());
@@ -247,7 +247,7 @@ TEST_F(NcclTest, GroupLaunchAndBarrier) {
     ASSERT_EQ(ga[i], reduce_all(ReduceOp::Max, DataType::Float32, i, size_));
     ASSERT_EQ(gb[i], reduce_all(ReduceOp::Sum, DataType::Float64, i, size_));
   }
-  nccl.submit({Collective::Kind::Barrier}).wait();
+  nccl.submit(CollectiveCall::barrier()).wait();
 }
 
 TEST_F(NcclTest, MixedHostAndDeviceBuffersAreInvalid) {

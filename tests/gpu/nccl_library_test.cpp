@@ -44,27 +44,28 @@ TEST(NcclLibraryTest, MapsEveryDtypeAndOp) {
 }
 
 TEST(NcclLibraryTest, ChecksCollectivesBeforeLaunching) {
-  using K = Collective::Kind;
+  using C = CollectiveCall;
+  const DataType f32 = DataType::Float32;
   int x = 0;
-  EXPECT_NO_THROW(check({K::AllReduce, &x, &x, 1}, 0, 2));
-  EXPECT_NO_THROW(check({K::Barrier}, 0, 2));
+  EXPECT_NO_THROW(check(C::allreduce(&x, &x, 1, f32, ReduceOp::Sum), 0, 2));
+  EXPECT_NO_THROW(check(C::barrier(), 0, 2));
   // A rank with an empty shard may pass null buffers (count < size).
-  EXPECT_NO_THROW(check({K::AllGather, nullptr, &x, 1}, 1, 2));
-  EXPECT_NO_THROW(check({K::ReduceScatter, &x, nullptr, 1}, 1, 2));
-  EXPECT_NO_THROW(check({K::Broadcast, nullptr, &x, 1, DataType::Float32, ReduceOp::Sum, 0}, 1, 2));
-  EXPECT_THROW(check({K::Broadcast, &x, &x, 1, DataType::Float32, ReduceOp::Sum, 2}, 0, 2), Error);
-  EXPECT_THROW(check({K::AllReduce, nullptr, &x, 1}, 0, 2), Error);
-  EXPECT_EQ(describe({K::AllReduce, &x, &x, 1024, DataType::BFloat16, ReduceOp::Avg}),
+  EXPECT_NO_THROW(check(C::allgather(nullptr, &x, 1, f32), 1, 2));
+  EXPECT_NO_THROW(check(C::reduce_scatter(&x, nullptr, 1, f32, ReduceOp::Sum), 1, 2));
+  EXPECT_NO_THROW(check(C::broadcast(nullptr, &x, 1, f32, 0), 1, 2));
+  EXPECT_THROW(check(C::broadcast(&x, &x, 1, f32, 2), 0, 2), Error);
+  EXPECT_THROW(check(C::allreduce(nullptr, &x, 1, f32, ReduceOp::Sum), 0, 2), Error);
+  EXPECT_EQ(C::allreduce(&x, &x, 1024, DataType::BFloat16, ReduceOp::Avg).describe(),
             "1024 x bfloat16 avg");
-  EXPECT_EQ(describe({K::Broadcast, &x, &x, 3, DataType::Int64, ReduceOp::Sum, 1}),
-            "3 x int64 from rank 1");
+  EXPECT_EQ(C::broadcast(&x, &x, 3, DataType::Int64, 1).describe(), "3 x int64 from rank 1");
 }
 
 TEST(NcclLibraryTest, HostBuffersStayOnTheCpuPath) {
   auto comm = Communicator::create();
   auto& impl = detail::CommunicatorAccess::impl(*comm);
   int x = 0;
-  EXPECT_EQ(route(impl, "allreduce", {&x, nullptr}), nullptr);
+  EXPECT_EQ(route(impl, CollectiveCall::allreduce(&x, &x, 1, DataType::Int32, ReduceOp::Sum)),
+            nullptr);
   EXPECT_FALSE(locate(&x).is_device());
 }
 

@@ -17,8 +17,8 @@
 namespace gradwire::fr {
 namespace {
 
-CollectiveInfo allreduce(uint64_t count, DataType dt = DataType::Float32) {
-  return {Op::Allreduce, dt, ReduceOp::Sum, true, -1, count};
+CollectiveCall allreduce(uint64_t count, DataType dt = DataType::Float32) {
+  return CollectiveCall::allreduce(nullptr, nullptr, count, dt, ReduceOp::Sum);
 }
 
 bool contains(const std::string& s, const std::string& needle) {
@@ -66,7 +66,7 @@ TEST(FlightRecorder, DumpWritesOnceAndEscapes) {
   Recorder r;
   r.configure(8, tmpl, 1, 2);
   const uint16_t c = r.register_comm("group 1 [0, 1]", 1, 2);
-  r.done(r.queued(c, 7, {Op::Broadcast, DataType::Int64, ReduceOp::Sum, false, 1, 3}), false);
+  r.done(r.queued(c, 7, CollectiveCall::broadcast(nullptr, nullptr, 3, DataType::Int64, 1)), false);
   r.set_error(c, 7, "a \"quoted\"\nerror");
   const std::string path = r.dump("first");
   ASSERT_EQ(path, std::string(tmpl) + "/gradwire-fr-rank1.json");
@@ -156,15 +156,15 @@ namespace gradwire {
 namespace {
 
 TEST(Fingerprint, EqualFingerprintsAgree) {
-  fr::CollectiveInfo info{fr::Op::Allreduce, DataType::Float32, ReduceOp::Sum, true, -1, 100};
+  const auto info = CollectiveCall::allreduce(nullptr, nullptr, 100, DataType::Float32, ReduceOp::Sum);
   std::vector<Fingerprint> all(4, make_fingerprint(9, info));
   EXPECT_FALSE(compare_fingerprints(all).has_value());
 }
 
 TEST(Fingerprint, DifferencesNameRanksAndFields) {
-  fr::CollectiveInfo a{fr::Op::Allreduce, DataType::Float32, ReduceOp::Sum, true, -1, 100};
-  fr::CollectiveInfo b{fr::Op::Broadcast, DataType::Float32, ReduceOp::Sum, false, 0, 100};
-  fr::CollectiveInfo c = a;
+  const auto a = CollectiveCall::allreduce(nullptr, nullptr, 100, DataType::Float32, ReduceOp::Sum);
+  const auto b = CollectiveCall::broadcast(nullptr, nullptr, 100, DataType::Float32, 0);
+  CollectiveCall c = a;
   c.count = 200;
   c.dtype = DataType::BFloat16;
   std::vector<Fingerprint> all = {make_fingerprint(3, a), make_fingerprint(3, b),

@@ -244,7 +244,7 @@ TEST(StoreAuth, ProofsDependOnSecretRoleAndBothNonces) {
 
 TEST(FingerprintWire, DecodesOnlyWhatThisBuildSends) {
   const Fingerprint f =
-      make_fingerprint(5, {fr::Op::Allreduce, DataType::BFloat16, ReduceOp::Max, true, -1, 77});
+      make_fingerprint(5, CollectiveCall::allreduce(nullptr, nullptr, 77, DataType::BFloat16, ReduceOp::Max));
   Fingerprint out;
   ASSERT_EQ(decode_fingerprint(&f, sizeof(f), &out), nullptr);
   EXPECT_EQ(out.count, 77u);

@@ -30,42 +30,10 @@ ncclRedOp_t to_nccl(ReduceOp op) {
   raise(ErrorCode::InvalidArgument, "no NCCL reduction for ReduceOp value {}", int(op));
 }
 
-std::string describe(const Collective& c) {
-  using K = Collective::Kind;
-  switch (c.kind) {
-    case K::AllReduce:
-    case K::ReduceScatter:
-      return fmt::format("{} x {} {}", c.count, to_string(c.dtype), to_string(c.op));
-    case K::AllGather:
-      return fmt::format("{} x {}", c.count, to_string(c.dtype));
-    case K::Broadcast:
-      return fmt::format("{} x {} from rank {}", c.count, to_string(c.dtype), c.root);
-    case K::AllToAll:
-      return fmt::format("{} x {} per rank", c.count, to_string(c.dtype));
-    case K::Barrier:
-      return "";
-  }
-  return "?";
-}
-
-void check(const Collective& c, int rank, int size) {
-  using K = Collective::Kind;
+void check(const CollectiveCall& c, int rank, int size) {
   (void)to_nccl(c.dtype);
-  (void)to_nccl(c.op);
-  if (c.kind == K::Broadcast && (c.root < 0 || c.root >= size)) {
-    raise(ErrorCode::InvalidArgument, "rank {}: broadcast root {} is not a rank of this "
-          "communicator (size {})", rank, c.root, size);
-  }
-  if (c.kind == K::Barrier || c.count == 0) return;
-  const bool needs_send = c.kind == K::Broadcast   ? rank == c.root
-                          : c.kind == K::AllGather ? shard_count(c.count, size, rank) > 0
-                                                   : true;
-  const bool needs_recv =
-      c.kind != K::ReduceScatter || shard_count(c.count, size, rank) > 0;
-  if ((needs_send && c.send == nullptr) || (needs_recv && c.recv == nullptr)) {
-    raise(ErrorCode::InvalidArgument, "rank {}: {} ({}) got a null buffer", rank,
-          to_string(c.kind), describe(c));
-  }
+  (void)to_nccl(c.redop);
+  validate(c, rank, size);
 }
 
 namespace {
@@ -93,7 +61,7 @@ std::byte* at(void* p, size_t elements, size_t es) {
   return static_cast<std::byte*>(p) + elements * es;
 }
 
-void alltoall(Launch& l, const Collective& c) {
+void alltoall(Launch& l, const CollectiveCall& c) {
   const size_t es = element_size(c.dtype);
   const size_t block = c.count * es;
   const void* src = c.send;
@@ -124,21 +92,21 @@ void alltoall(Launch& l, const Collective& c) {
 
 }  // namespace
 
-void enqueue(Launch& l, const Collective& c) {
-  using K = Collective::Kind;
+void enqueue(Launch& l, const CollectiveCall& c) {
+  using K = CollectiveOp;
   const ncclDataType_t dt = to_nccl(c.dtype);
-  const ncclRedOp_t op = to_nccl(c.op);
+  const ncclRedOp_t op = to_nccl(c.redop);
   const size_t es = element_size(c.dtype);
   const size_t n = size_t(l.size);
-  if (c.kind == K::Barrier) {
+  if (c.op == K::Barrier) {
     nccl_call(l, l.lib.AllReduce(l.barrier_word, l.barrier_word, 1, ncclInt32, ncclSum, l.comm,
                                  l.stream),
               "ncclAllReduce (barrier)");
     return;
   }
   if (c.count == 0) return;  // the same on every rank: nothing to move
-  switch (c.kind) {
-    case K::AllReduce:
+  switch (c.op) {
+    case K::Allreduce:
       nccl_call(l, l.lib.AllReduce(c.send, c.recv, c.count, dt, op, l.comm, l.stream),
                 "ncclAllReduce");
       return;
@@ -158,7 +126,7 @@ void enqueue(Launch& l, const Collective& c) {
                   "ncclReduce");
       }
       return;
-    case K::AllGather:
+    case K::Allgather:
       if (c.count % n == 0) {
         nccl_call(l, l.lib.AllGather(c.send, c.recv, c.count / n, dt, l.comm, l.stream),
                   "ncclAllGather");
@@ -177,12 +145,15 @@ void enqueue(Launch& l, const Collective& c) {
                                    l.comm, l.stream),
                 "ncclBroadcast");
       return;
-    case K::AllToAll:
+    case K::Alltoall:
       alltoall(l, c);
       return;
     case K::Barrier:
       return;
+    case K::Other:
+      break;
   }
+  raise(ErrorCode::Internal, "{}: NCCL has no internal collective", l.what);
 }
 
 }  // namespace gradwire::transport::nccl

@@ -29,11 +29,11 @@ ncclDataType_t to_nccl(DataType dtype);
 ncclRedOp_t to_nccl(ReduceOp op);
 
 // "1024 x float32 sum", "1024 x float32 from rank 0", ...
-std::string describe(const Collective& c);
 
-// Throws InvalidArgument for what can never work (root out of range, a
-// null buffer with a non-zero count).
-void check(const Collective& c, int rank, int size);
+
+// Throws InvalidArgument for what NCCL cannot run: a dtype or reduce op it
+// lacks, and every check of validate() (core/collective_call.h).
+void check(const CollectiveCall& c, int rank, int size);
 
 struct Launch {
   const Library& lib;
@@ -48,6 +48,6 @@ struct Launch {
 // Issues the NCCL calls of `c` (inside a group). Throws gradwire::Error
 // naming `launch.what` on an NCCL or CUDA error; the caller still closes
 // the group.
-void enqueue(Launch& launch, const Collective& c);
+void enqueue(Launch& launch, const CollectiveCall& c);
 
 }  // namespace gradwire::transport::nccl

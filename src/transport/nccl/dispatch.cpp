@@ -11,21 +11,12 @@
 
 namespace gradwire::transport::nccl {
 
-std::string_view to_string(Collective::Kind kind) {
-  switch (kind) {
-    case Collective::Kind::AllReduce: return "allreduce";
-    case Collective::Kind::ReduceScatter: return "reduce_scatter";
-    case Collective::Kind::AllGather: return "allgather";
-    case Collective::Kind::Broadcast: return "broadcast";
-    case Collective::Kind::AllToAll: return "alltoall";
-    case Collective::Kind::Barrier: return "barrier";
-  }
-  return "?";
-}
-
-Backend* route(CommunicatorImpl& comm, std::string_view op,
-               std::initializer_list<const void*> buffers) {
+Backend* route(CommunicatorImpl& comm, const CollectiveCall& call) {
   if (!cuda_driver_loaded()) return nullptr;  // the host-only fast path
+  const std::string_view op = call.name();
+  // A broadcast's send buffer means nothing off the root.
+  const bool uses_send = call.op != CollectiveOp::Broadcast || comm.rank == call.root;
+  const void* buffers[] = {uses_send ? call.send : nullptr, call.recv};
   const void* host = nullptr;
   const void* device = nullptr;
   MemoryLocation where;

@@ -107,7 +107,7 @@ ncclResult_t settle(const Library& lib, ncclComm_t comm, ncclResult_t rc, Deadli
 }
 
 struct Op {
-  std::vector<Collective> parts;
+  std::vector<CollectiveCall> parts;
   std::string what;
   std::shared_ptr<detail::WorkState> state;
   EventPtr ready, done;
@@ -137,12 +137,12 @@ class NcclBackend final : public Backend {
   int device() const override { return device_; }
   bool aborted() const override { return aborted_.load(); }
 
-  Work submit(const Collective& c, void* producer) override {
+  Work submit(const CollectiveCall& c, void* producer) override {
     check(c, rank_, size_);
-    return enqueue_op({c}, std::string(to_string(c.kind)), describe(c), producer);
+    return enqueue_op({c}, std::string(c.name()), c.describe(), producer);
   }
 
-  Work submit_group(const std::vector<Collective>& group, void* producer) override {
+  Work submit_group(const std::vector<CollectiveCall>& group, void* producer) override {
     if (group.empty()) {
       raise(ErrorCode::InvalidArgument, "{}: submit_group() needs at least one collective", prefix_);
     }
@@ -150,8 +150,8 @@ class NcclBackend final : public Backend {
     for (const auto& c : group) {
       check(c, rank_, size_);
       if (!detail.empty()) detail += ", ";
-      detail += fmt::format("{}{}{}", to_string(c.kind), c.kind == Collective::Kind::Barrier ? "" : " ",
-                            describe(c));
+      detail += fmt::format("{}{}{}", c.name(), c.op == CollectiveOp::Barrier ? "" : " ",
+                            c.describe());
     }
     return enqueue_op(group, "group", detail, producer);
   }
@@ -166,7 +166,7 @@ class NcclBackend final : public Backend {
   }
 
  private:
-  Work enqueue_op(std::vector<Collective> parts, std::string op, const std::string& detail,
+  Work enqueue_op(std::vector<CollectiveCall> parts, std::string op, const std::string& detail,
                   void* producer) {
     std::lock_guard<std::mutex> lk(mu_);  // submission order = seq order = launch order
     if (aborted_) {
@@ -264,7 +264,7 @@ class NcclBackend final : public Backend {
       raise(code_for(rc), "{}: ncclGroupStart failed: {}", o.what, lib_.describe(rc, comm_.get()));
     }
     try {
-      for (const Collective& c : o.parts) enqueue(l, c);
+      for (const CollectiveCall& c : o.parts) enqueue(l, c);
     } catch (...) {
       lib_.GroupEnd();  // a group must be closed even when abandoned
       throw;

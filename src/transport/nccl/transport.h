@@ -8,7 +8,7 @@
 // buffers (transport/device_memory.h) after validating them. All host:
 // the CPU path (engine thread, libfabric). All CUDA memory on one device:
 // this backend. Mixed, or two devices: InvalidArgument. barrier() has no
-// buffer and stays on the CPU path; the NCCL barrier (Collective::Barrier)
+// buffer and stays on the CPU path; the NCCL barrier (CollectiveOp::Barrier)
 // is for library code that must order device work. The two paths are two
 // ordered channels of one communicator: collectives on device buffers run
 // in submission order among themselves, as CPU ones do, and every rank
@@ -48,12 +48,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/collective_call.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
 
@@ -63,22 +63,10 @@ class CommunicatorImpl;
 
 namespace gradwire::transport::nccl {
 
-// One collective with the public API's meaning of every argument
-// (gradwire/communicator.h): `count` is the whole buffer for
-// reduce_scatter/allgather (ranks' shards by shard_count/shard_offset, also
-// when uneven) and the per-rank block for alltoall.
-struct Collective {
-  enum class Kind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll, Barrier };
-  Kind kind = Kind::AllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::Float32;
-  ReduceOp op = ReduceOp::Sum;
-  int root = 0;  // Broadcast
-};
-
-std::string_view to_string(Collective::Kind kind);
+// Device collectives take the one CollectiveCall (core/collective_call.h,
+// Note [one collective call]).
+using gradwire::CollectiveCall;
+using gradwire::CollectiveOp;
 
 class Backend {
  public:
@@ -89,11 +77,11 @@ class Backend {
   // once the work on `producer` (a cudaStream_t; nullptr: the legacy default
   // stream) that was enqueued before this call has finished. Buffers must
   // stay valid until the Work completes. Aborted if the backend was aborted.
-  virtual Work submit(const Collective& c, void* producer = nullptr) = 0;
+  virtual Work submit(const CollectiveCall& c, void* producer = nullptr) = 0;
   // Batched launch: every collective of `group` in one ncclGroupStart/End
   // (e.g. a bucketing engine's ready buckets), one Work for all. They run
   // concurrently, so none may read what another writes.
-  virtual Work submit_group(const std::vector<Collective>& group, void* producer = nullptr) = 0;
+  virtual Work submit_group(const std::vector<CollectiveCall>& group, void* producer = nullptr) = 0;
 
   // Fails every pending device collective with Aborted and aborts the NCCL
   // communicator (ncclCommAbort); returns once no buffer will be written.
@@ -107,8 +95,7 @@ using BackendPtr = std::unique_ptr<Backend>;
 // memory; else the communicator's backend (created on first use). Throws
 // InvalidArgument for mixed host/device buffers, buffers on two devices, a
 // device other than the backend's, or a build without NCCL.
-Backend* route(CommunicatorImpl& comm, std::string_view op,
-               std::initializer_list<const void*> buffers);
+Backend* route(CommunicatorImpl& comm, const CollectiveCall& call);
 
 // The communicator's backend on `device`, created now if needed (Note [lazy
 // NCCL communicator]; collective: every rank calls it at the same point).

@@ -45,24 +45,11 @@ namespace gradwire::transport::ofi {
 #if GRADWIRE_HAVE_CUDA
 namespace {
 
-using nccl::Collective;
 
 constexpr int kSlots = 3;                     // in, on the fabric, out
 constexpr size_t kChunkBytes = size_t(4) << 20;
 constexpr uint32_t kSlotsPerChunk = 1u << 14;  // Context slots one chunk may use
 constexpr uint32_t kChunkBases = collectives::kMaxSlots / kSlotsPerChunk;
-
-fr::Op fr_op(Collective::Kind k) {
-  switch (k) {
-    case Collective::Kind::AllReduce: return fr::Op::Allreduce;
-    case Collective::Kind::ReduceScatter: return fr::Op::ReduceScatter;
-    case Collective::Kind::AllGather: return fr::Op::Allgather;
-    case Collective::Kind::Broadcast: return fr::Op::Broadcast;
-    case Collective::Kind::AllToAll: return fr::Op::Alltoall;
-    case Collective::Kind::Barrier: return fr::Op::Barrier;
-  }
-  return fr::Op::Other;
-}
 
 class StagedBackend final : public nccl::Backend {
  public:
@@ -78,9 +65,9 @@ class StagedBackend final : public nccl::Backend {
 
   int device() const override { return device_; }
 
-  Work submit(const Collective& c, void* producer) override { return submit_group({c}, producer); }
+  Work submit(const CollectiveCall& c, void* producer) override { return submit_group({c}, producer); }
 
-  Work submit_group(const std::vector<Collective>& group, void* producer) override {
+  Work submit_group(const std::vector<CollectiveCall>& group, void* producer) override {
     if (aborted_.load()) {
       std::lock_guard<std::mutex> lk(mu_);
       raise(ErrorCode::Aborted, "rank {}: device collectives on communicator {} were aborted: {}",
@@ -96,26 +83,22 @@ class StagedBackend final : public nccl::Backend {
       ready->reset(e);
       check(cudaEventRecord(e, static_cast<cudaStream_t>(producer)), "cudaEventRecord");
     }
-    fr::CollectiveInfo info;
-    std::string detail = "staged through host memory";
+    // One call is recorded as itself (Note [one collective call]); a group
+    // as an internal exchange.
+    CollectiveCall record;
+    CommunicatorImpl::Label label;
     if (group.size() == 1) {
-      const Collective& c = group[0];
-      const bool reduces = c.kind == Collective::Kind::AllReduce ||
-                           c.kind == Collective::Kind::ReduceScatter;
-      info = {fr_op(c.kind), c.dtype, c.op, reduces,
-              c.kind == Collective::Kind::Broadcast ? c.root : -1, c.count};
-      detail = fr::describe(info) + ", " + detail;
+      record = group[0];
+      label = {record.name(), record.describe() + ", staged through host memory"};
     } else {
-      detail = fmt::format("group of {}, {}", group.size(), detail);
+      label = {"device group", fmt::format("group of {}, staged through host memory", group.size())};
     }
-    const std::string op = group.size() == 1 ? std::string(nccl::to_string(group[0].kind))
-                                             : std::string("device group");
-    return comm_.submit(op, detail, [this, group, ready](collectives::Context& ctx) {
+    return comm_.submit(record, [this, group, ready](collectives::Context& ctx) {
       ctx.set_algorithm("staged");
       wait_gpu([&] { return cudaEventQuery(ready->get()); }, ctx,
                "the work enqueued on the producer stream before this collective");
-      for (const Collective& c : group) run(ctx, c);
-    }, info);
+      for (const CollectiveCall& c : group) run(ctx, c);
+    }, label);
   }
 
   void abort(const std::string& reason) override {
@@ -179,34 +162,34 @@ class StagedBackend final : public nccl::Backend {
     wait_gpu([&] { return cudaStreamQuery(whole_stream_); }, ctx, "a staging copy");
   }
 
-  void run(collectives::Context& ctx, const Collective& c) {
+  void run(collectives::Context& ctx, const CollectiveCall& c) {
     const size_t es = element_size(c.dtype);
     const int n = ctx.size(), r = ctx.rank();
-    switch (c.kind) {
-      case Collective::Kind::AllReduce:
+    switch (c.op) {
+      case CollectiveOp::Allreduce:
         pipelined(ctx, c.send, c.recv, c.count * es, es, [&](void* host, size_t count) {
-          collectives::allreduce(ctx, host, host, count, c.dtype, c.op);
+          collectives::allreduce(ctx, host, host, count, c.dtype, c.redop);
         });
         return;
-      case Collective::Kind::Broadcast:
+      case CollectiveOp::Broadcast:
         pipelined(ctx, r == c.root ? c.send : c.recv, c.recv, c.count * es, es,
                   [&](void* host, size_t count) {
                     collectives::broadcast(ctx, host, host, count, c.dtype, c.root);
                   });
         return;
-      case Collective::Kind::Barrier:
+      case CollectiveOp::Barrier:
         collectives::barrier(ctx);
         return;
-      case Collective::Kind::ReduceScatter: {
+      case CollectiveOp::ReduceScatter: {
         const size_t all = c.count * es, mine = shard_count(c.count, n, r) * es;
         void* in = pinned(0, all);
         copy_sync(in, c.send, all, cudaMemcpyDeviceToHost, ctx);
         void* out = static_cast<std::byte*>(in) + shard_offset(c.count, n, r) * es;  // in place
-        collectives::reduce_scatter(ctx, in, out, c.count, c.dtype, c.op);
+        collectives::reduce_scatter(ctx, in, out, c.count, c.dtype, c.redop);
         copy_sync(c.recv, out, mine, cudaMemcpyHostToDevice, ctx);
         return;
       }
-      case Collective::Kind::AllGather: {
+      case CollectiveOp::Allgather: {
         const size_t all = c.count * es, mine = shard_count(c.count, n, r) * es;
         void* buf = pinned(0, all);
         void* my_shard = static_cast<std::byte*>(buf) + shard_offset(c.count, n, r) * es;
@@ -215,7 +198,7 @@ class StagedBackend final : public nccl::Backend {
         copy_sync(c.recv, buf, all, cudaMemcpyHostToDevice, ctx);
         return;
       }
-      case Collective::Kind::AllToAll: {
+      case CollectiveOp::Alltoall: {
         const size_t all = c.count * es * size_t(n);
         void* in = pinned(0, all);
         void* out = pinned(1, all);
@@ -224,7 +207,10 @@ class StagedBackend final : public nccl::Backend {
         copy_sync(c.recv, out, all, cudaMemcpyHostToDevice, ctx);
         return;
       }
+      case CollectiveOp::Other:
+        break;
     }
+    raise(ErrorCode::Internal, "{}: the staged path has no internal collective", ctx.what());
   }
 
   CommunicatorImpl& comm_;
