@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gradwire/options.h"
+#include "gradwire/rendezvous.h"
 #include "gradwire/shared_buffer.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
@@ -40,6 +41,13 @@ class Communicator {
   // and WORLD_SIZE). Collective over all ranks; fails with a clear error
   // naming the variable or the rank it waited for.
   static std::unique_ptr<Communicator> create(const Options& options = {});
+  // Joins the job `rendezvous` describes (gradwire/rendezvous.h): a TCP
+  // store at an address, a file store, an in-process store shared by ranks
+  // that are threads, mpirun, or a world of one. The same as above with
+  // Rendezvous::from_environment(); a field that cannot work is an
+  // InvalidArgument naming it.
+  static std::unique_ptr<Communicator> create(const Options& options,
+                                              const Rendezvous& rendezvous);
 
   ~Communicator();
   Communicator(const Communicator&) = delete;

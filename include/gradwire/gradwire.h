@@ -7,6 +7,7 @@
 #include "gradwire/device_stream.h"
 #include "gradwire/error.h"
 #include "gradwire/options.h"
+#include "gradwire/rendezvous.h"
 #include "gradwire/reducer.h"
 #include "gradwire/types.h"
 #include "gradwire/version.h"

@@ -12,10 +12,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <utility>
-#include <vector>
 
 #include "gradwire/error.h"
 
@@ -47,29 +45,6 @@ std::optional<sockaddr_in> resolve_ipv4(const std::string& host) {
   freeaddrinfo(res);
   return a;
 }
-
-// Sets or unsets variables, restoring the previous values on destruction.
-class EnvOverride {
- public:
-  void set(const char* name, const std::optional<std::string>& value) {
-    const char* old = std::getenv(name);
-    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    apply(name, value);
-  }
-  ~EnvOverride() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) apply(it->first, it->second);
-  }
-
- private:
-  static void apply(const char* name, const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name, value->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
 
 }  // namespace
 
@@ -153,19 +128,16 @@ GroupRendezvous parse_rendezvous(const std::string& text) {
 std::unique_ptr<Communicator> create_at(const Options& options, int rank, int size,
                                         const std::string& host, int port,
                                         const std::string& secret) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lk(mu);
-  EnvOverride env;
-  env.set("OMPI_COMM_WORLD_SIZE", std::nullopt);
-  env.set("GRADWIRE_STORE_DIR", std::nullopt);
-  env.set("LOCAL_RANK", std::nullopt);
-  env.set("RANK", std::to_string(rank));
-  env.set("WORLD_SIZE", std::to_string(size));
-  env.set("MASTER_ADDR", host);
-  env.set("MASTER_PORT", std::to_string(port));
-  env.set("GRADWIRE_STORE_PORT", std::to_string(port));
-  if (!secret.empty()) env.set("GRADWIRE_JOB_SECRET", secret);
-  return Communicator::create(options);
+  // Note [explicit rendezvous] (src/bootstrap/environment.cpp): the group's
+  // store, given as a value; no process-wide environment to set. Without a
+  // secret published in torch's store the user's GRADWIRE_JOB_SECRET is
+  // the group's (Note [group bootstrap]).
+  std::string job_secret = secret;
+  if (job_secret.empty()) {
+    if (const char* env = std::getenv("GRADWIRE_JOB_SECRET")) job_secret = env;
+  }
+  return Communicator::create(
+      options, Rendezvous::tcp(host, uint16_t(port), rank, size, std::move(job_secret)));
 }
 
 }  // namespace gradwire::python

@@ -33,19 +33,15 @@ struct GroupRendezvous {
 };
 GroupRendezvous parse_rendezvous(const std::string& text);
 
-// Note [group bootstrap]: the public API creates a Communicator only from the
-// environment (Communicator::create). To give each torch.distributed group
-// (world and new_group alike) its own Communicator whose ranks are exactly
-// the group's ranks, we present the torchrun convention for the duration of
-// create(): RANK/WORLD_SIZE = the group rank/size, MASTER_ADDR and
-// GRADWIRE_STORE_PORT = the address group rank 0 published, with the
-// variables that would select another launcher (OMPI_COMM_WORLD_SIZE,
-// GRADWIRE_STORE_DIR) and LOCAL_RANK hidden, and GRADWIRE_JOB_SECRET = the
-// group's secret when rank 0 published one; the environment is restored
-// afterwards. A process-wide mutex serialises these windows. (Other threads
-// reading the environment meanwhile would see the group's values; nothing in
-// gradwire or torch reads these variables after start-up.) A public
-// Communicator::create taking a rendezvous would remove this.
+// Note [group bootstrap]: each torch.distributed group (world and
+// new_group alike) gets its own Communicator whose ranks are exactly the
+// group's ranks: group rank 0 publishes an address, a free port and (unless
+// the user set GRADWIRE_JOB_SECRET) a fresh secret in torch's store, and
+// every member joins gradwire's TCP store there through an explicit
+// Rendezvous (Note [explicit rendezvous] in src/bootstrap/environment.cpp);
+// LOCAL_RANK and the launcher variables play no part. Before the public
+// Communicator::create(options, rendezvous) existed, this presented the
+// torchrun convention with setenv/unsetenv under a process-wide mutex.
 // `secret` empty: the environment's GRADWIRE_JOB_SECRET (if any) is used.
 std::unique_ptr<Communicator> create_at(const Options& options, int rank, int size,
                                         const std::string& host, int port,

@@ -9,6 +9,7 @@
 
 #include "core/deadline.h"
 #include "gradwire/options.h"
+#include "gradwire/rendezvous.h"
 
 namespace gradwire::bootstrap {
 
@@ -44,6 +45,11 @@ class Bootstrap {
 // server runs in rank 0 and binds MASTER_ADDR:MASTER_PORT; every store wait
 // is bounded by options.timeout.
 std::unique_ptr<Bootstrap> from_environment(const Options& options);
+
+// The Bootstrap for an explicit rendezvous (Note [explicit rendezvous] in
+// environment.cpp); from_environment is make(Rendezvous::from_environment()).
+// InvalidArgument naming the field for a value that cannot work.
+std::unique_ptr<Bootstrap> make(const Rendezvous& rendezvous, const Options& options);
 
 // The mpirun (Open MPI) bootstrap: MPI_Init_thread if MPI is not initialized
 // yet (then MPI_Finalize runs at exit), rank/size from MPI_COMM_WORLD,

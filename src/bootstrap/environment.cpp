@@ -2,6 +2,21 @@
 // from_environment(): which launcher started us, read strictly. A typo in a
 // launcher variable must fail at start-up with the variable's name, never
 // quietly turn into a world of one rank or a hang at the first allgather.
+//
+// Note [explicit rendezvous]: how a communicator finds its peers is a value,
+// gradwire::Rendezvous (gradwire/rendezvous.h), not the process's
+// environment. Rendezvous::from_environment() is one way of filling it in
+// (the launchers' variables, as before); a caller that knows its peers
+// another way passes one: the torch backend builds each process group's
+// communicator from the address, port and secret it publishes in torch's
+// store (it used to setenv/unsetenv under a process-wide mutex), and tests
+// run N ranks as threads of one process through an InProcessStore. make()
+// checks a filled-in value as strictly as the variables: a bad field is an
+// InvalidArgument naming it. The process-wide state a communicator keeps
+// (the job-failure flag of Note [watchdog], the flight recorder, the log's
+// rank prefix) is still one per process: ranks as threads share it, so a
+// failure on one thread-rank interrupts the others, as it would interrupt
+// the other ranks of a job.
 #include <atomic>
 #include <charconv>
 #include <climits>
@@ -88,16 +103,16 @@ std::string describe_set(const char* name) {
   return fmt::format("{}='{}' is set", name, env::get(name).value_or(""));
 }
 
-std::unique_ptr<Bootstrap> file_store_bootstrap(const std::string& dir) {
+Rendezvous file_store_rendezvous(const std::string& dir) {
   Reader r{describe_set("GRADWIRE_STORE_DIR")};
   if (dir.empty()) {
     raise(ErrorCode::InvalidArgument,
           "GRADWIRE_STORE_DIR='' is empty (expected a directory every rank can see)");
   }
   int world = r.world_size();
-  int rank = r.rank(world);
-  int local = r.local_rank(world);
-  return make_store_bootstrap(make_file_store(dir), rank, world, local);
+  Rendezvous out = Rendezvous::file(dir, r.rank(world), world);
+  out.local_rank = r.local_rank(world);
+  return out;
 }
 
 // Note [job secret policy]: GRADWIRE_JOB_SECRET set: every connection to
@@ -106,15 +121,13 @@ std::unique_ptr<Bootstrap> file_store_bootstrap(const std::string& dir) {
 // unless GRADWIRE_REQUIRE_SECRET=1 makes that an error on every rank.
 // gwlaunch and the torch backend always hand out a secret; under torchrun
 // the user sets it (the agent has no way to hand one to gradwire).
-std::string job_secret(int rank, const std::string& where) {
+// The policy for a rendezvous whose secret is `secret` (empty: none).
+void secret_policy(const std::string& secret, int rank, const std::string& where) {
   const auto require = env::get("GRADWIRE_REQUIRE_SECRET");
   if (require && *require != "0" && *require != "1") {
     raise(ErrorCode::InvalidArgument, "GRADWIRE_REQUIRE_SECRET='{}' (expected 0 or 1)", *require);
   }
-  if (auto secret = env::get("GRADWIRE_JOB_SECRET")) {
-    check_secret(*secret, "GRADWIRE_JOB_SECRET");
-    return *secret;
-  }
+  if (!secret.empty()) return;
   if (require && *require == "1") {
     raise(ErrorCode::InvalidArgument,
           "GRADWIRE_REQUIRE_SECRET=1 but GRADWIRE_JOB_SECRET is not set; give every rank the "
@@ -128,35 +141,26 @@ std::string job_secret(int rank, const std::string& where) {
                "GRADWIRE_REQUIRE_SECRET=1 to make this an error)",
                where);
   }
-  return {};
 }
 
-// GRADWIRE_STORE_BIND, or MASTER_ADDR itself when it is not a wildcard: a
-// store listening on every interface must be asked for by name.
-std::string bind_address(const std::string& master_addr, uint16_t port) {
-  if (auto bind = env::get("GRADWIRE_STORE_BIND")) {
-    if (bind->empty() || bind->find_first_of(" \t\r\n") != std::string::npos) {
-      raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_STORE_BIND='{}' is not an address (expected an address of rank 0's "
-            "host, or 0.0.0.0 / :: for every interface)",
-            *bind);
-    }
-    return *bind;
-  }
+// GRADWIRE_STORE_BIND (read into Rendezvous::bind_host), else the store's
+// host itself when it is not a wildcard: a store listening on every
+// interface must be asked for by name.
+void check_bind(const std::string& host, uint16_t port, const std::string& bind) {
+  if (!bind.empty()) return;
   std::string ignored;
-  for (const SockAddr& a : resolve_tcp(master_addr, port, &ignored)) {
+  for (const SockAddr& a : resolve_tcp(host, port, &ignored)) {
     if (is_unspecified(a)) {
       raise(ErrorCode::InvalidArgument,
             "MASTER_ADDR='{}' is a wildcard address: rank 0's store would listen on every "
             "interface; set MASTER_ADDR to rank 0's address, or GRADWIRE_STORE_BIND={} to ask "
             "for the wildcard explicitly",
-            master_addr, master_addr);
+            host, host);
     }
   }
-  return {};  // bind MASTER_ADDR
 }
 
-std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const char* trigger) {
+Rendezvous tcp_store_rendezvous(const char* trigger) {
   Reader r{describe_set(trigger)};
   // WORLD_SIZE first: RANK's message quotes it.
   int world = r.world_size();
@@ -183,25 +187,111 @@ std::unique_ptr<Bootstrap> tcp_store_bootstrap(const Options& options, const cha
     }
     port += 1;
   }
-  log().debug("bootstrap: torchrun store {}:{}, rank {} of {} (local rank {}){}", addr, port,
-              rank, world, local, rank == 0 ? ", serving the store" : "");
-  TcpStoreOptions store_options;
-  store_options.secret = job_secret(rank, host_port(addr, uint16_t(port)));
-  if (rank == 0) store_options.bind_host = bind_address(addr, uint16_t(port));
-  auto store = make_tcp_store(addr, uint16_t(port), /*is_server=*/rank == 0,
-                              Deadline::after(options.timeout), store_options);
-  return make_store_bootstrap(std::move(store), rank, world, local);
+  Rendezvous out = Rendezvous::tcp(addr, uint16_t(port), rank, world);
+  out.local_rank = local;
+  if (auto secret = env::get("GRADWIRE_JOB_SECRET")) {
+    check_secret(*secret, "GRADWIRE_JOB_SECRET");
+    out.secret = *secret;
+  }
+  if (auto bind = env::get("GRADWIRE_STORE_BIND")) {
+    if (bind->empty() || bind->find_first_of(" \t\r\n") != std::string::npos) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_STORE_BIND='{}' is not an address (expected an address of rank 0's "
+            "host, or 0.0.0.0 / :: for every interface)",
+            *bind);
+    }
+    out.bind_host = *bind;
+  }
+  return out;
 }
 
 }  // namespace
 
 std::unique_ptr<Bootstrap> from_environment(const Options& options) {
-  if (env::get("OMPI_COMM_WORLD_SIZE")) return make_mpi_bootstrap();
-  if (auto dir = env::get("GRADWIRE_STORE_DIR")) return file_store_bootstrap(*dir);
-  for (const char* trigger : {"MASTER_ADDR", "RANK", "MASTER_PORT", "WORLD_SIZE"}) {
-    if (env::get(trigger)) return tcp_store_bootstrap(options, trigger);
+  return make(Rendezvous::from_environment(), options);
+}
+
+std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
+  using Kind = Rendezvous::Kind;
+  if (r.kind == Kind::Single) return single_process();
+  if (r.kind == Kind::Mpi) return make_mpi_bootstrap();
+  // Note [explicit rendezvous]: a filled-in value is checked as strictly as
+  // the environment it may have come from.
+  if (r.size < 1) {
+    raise(ErrorCode::InvalidArgument, "Rendezvous::size={} (expected >= 1)", r.size);
   }
-  return single_process();
+  if (r.rank < 0 || r.rank >= r.size) {
+    raise(ErrorCode::InvalidArgument, "Rendezvous::rank={} is out of range (expected 0 <= rank "
+          "< size={})", r.rank, r.size);
+  }
+  if (r.local_rank < -1 || r.local_rank >= r.size) {
+    raise(ErrorCode::InvalidArgument, "Rendezvous::local_rank={} is out of range (expected -1 "
+          "or 0 <= local_rank < size={})", r.local_rank, r.size);
+  }
+  switch (r.kind) {
+    case Kind::FileStore:
+      if (r.dir.empty()) {
+        raise(ErrorCode::InvalidArgument, "Rendezvous::dir is empty (expected a directory every "
+              "rank can see)");
+      }
+      return make_store_bootstrap(make_file_store(r.dir), r.rank, r.size, r.local_rank);
+    case Kind::InProcess:
+      if (!r.store) {
+        raise(ErrorCode::InvalidArgument, "Rendezvous::store is null (expected "
+              "make_in_process_store(), the same one for every rank of the job)");
+      }
+      return make_store_bootstrap(share_in_process_store(r.store), r.rank, r.size, r.local_rank);
+    case Kind::TcpStore: {
+      if (r.host.empty() || r.host.find_first_of(" \t\r\n") != std::string::npos) {
+        raise(ErrorCode::InvalidArgument, "Rendezvous::host='{}' is not a host name or address "
+              "(expected rank 0's)", r.host);
+      }
+      if (r.port == 0) {
+        raise(ErrorCode::InvalidArgument, "Rendezvous::port is 0 (expected 1..65535)");
+      }
+      const std::string where = host_port(r.host, r.port);
+      if (!r.secret.empty()) check_secret(r.secret, "the rendezvous secret");
+      secret_policy(r.secret, r.rank, where);
+      log().debug("bootstrap: torchrun store {}, rank {} of {} (local rank {}){}", where, r.rank,
+                  r.size, r.local_rank, r.rank == 0 ? ", serving the store" : "");
+      TcpStoreOptions store_options;
+      store_options.secret = r.secret;
+      if (r.rank == 0) {
+        check_bind(r.host, r.port, r.bind_host);
+        store_options.bind_host = r.bind_host;
+      }
+      auto store = make_tcp_store(r.host, r.port, /*is_server=*/r.rank == 0,
+                                  Deadline::after(options.timeout), store_options);
+      return make_store_bootstrap(std::move(store), r.rank, r.size, r.local_rank);
+    }
+    default: break;
+  }
+  raise(ErrorCode::InvalidArgument, "Rendezvous::kind {} is not a kind of rendezvous", int(r.kind));
 }
 
 }  // namespace gradwire::bootstrap
+
+namespace gradwire {
+
+Rendezvous Rendezvous::from_environment() {
+  using bootstrap::env::get;
+  if (get("OMPI_COMM_WORLD_SIZE")) return mpi();
+  if (auto dir = get("GRADWIRE_STORE_DIR")) return bootstrap::file_store_rendezvous(*dir);
+  for (const char* trigger : {"MASTER_ADDR", "RANK", "MASTER_PORT", "WORLD_SIZE"}) {
+    if (get(trigger)) return bootstrap::tcp_store_rendezvous(trigger);
+  }
+  return single();
+}
+
+std::string Rendezvous::describe() const {
+  switch (kind) {
+    case Kind::Single: return "a world of one rank";
+    case Kind::Mpi: return "mpirun";
+    case Kind::TcpStore: return fmt::format("TCP store {}:{}, rank {} of {}", host, port, rank, size);
+    case Kind::FileStore: return fmt::format("file store {}, rank {} of {}", dir, rank, size);
+    case Kind::InProcess: return fmt::format("in-process store, rank {} of {}", rank, size);
+  }
+  return "?";
+}
+
+}  // namespace gradwire

@@ -63,6 +63,9 @@ std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bo
 // `dir` is created if missing. It must be fresh for each job: keys left by an
 // earlier run would be read as this run's.
 std::unique_ptr<Store> make_file_store(const std::string& dir);
+// A Store over an InProcessStore (gradwire/rendezvous.h): ranks that are
+// threads of one process. Deadlines and Timeout messages as the others.
+std::unique_ptr<Store> share_in_process_store(std::shared_ptr<InProcessStore> store);
 
 // A Bootstrap over any store: allgather round n writes "ag/<n>/<rank>" and
 // reads every other rank's key.

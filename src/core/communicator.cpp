@@ -233,7 +233,12 @@ Communicator::~Communicator() {
 }
 
 std::unique_ptr<Communicator> Communicator::create(const Options& options) {
-  return std::unique_ptr<Communicator>(new Communicator(setup::create_world(options)));
+  return create(options, Rendezvous::from_environment());
+}
+
+std::unique_ptr<Communicator> Communicator::create(const Options& options,
+                                                   const Rendezvous& rendezvous) {
+  return std::unique_ptr<Communicator>(new Communicator(setup::create_world(options, rendezvous)));
 }
 
 int Communicator::rank() const { return impl_->rank; }

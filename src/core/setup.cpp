@@ -79,12 +79,12 @@ FabricChoice choose_fabric(const std::string& requested_provider,
   return f;
 }
 
-std::unique_ptr<CommunicatorImpl> create_world(const Options& in) {
+std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvous& rendezvous) {
   Options options = in.with_env_overrides();
   options.validate();
   set_log_level(options.log_level);
 
-  auto boot = bootstrap::from_environment(options);
+  auto boot = bootstrap::make(rendezvous, options);
   const int rank = boot->rank(), size = boot->size();
   set_log_rank(rank, size);
   log().info("joining a world of {} through {}", size, boot->describe());

@@ -22,7 +22,8 @@ FabricChoice choose_fabric(const std::string& requested_provider,
                            const std::string& requested_iface,
                            const std::vector<std::string>& hosts);
 
-std::unique_ptr<CommunicatorImpl> create_world(const Options& options);
+std::unique_ptr<CommunicatorImpl> create_world(const Options& options,
+                                               const Rendezvous& rendezvous);
 std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vector<int>& ranks);
 
 }  // namespace gradwire::setup

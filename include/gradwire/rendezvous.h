@@ -1,0 +1,80 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// How a Communicator finds its peers (Note [explicit rendezvous] in
+// src/bootstrap/environment.cpp): a value the caller fills in, or reads
+// from the launcher's environment with Rendezvous::from_environment().
+//
+//   // rank 0 serves the store on 10.0.0.1:29400; every rank passes the same
+//   auto comm = gradwire::Communicator::create(
+//       {}, gradwire::Rendezvous::tcp("10.0.0.1", 29400, rank, size, secret));
+//
+//   // N ranks as threads of one process (tests, single-process tools)
+//   auto store = gradwire::make_in_process_store();
+//   ... on thread r: Communicator::create({}, Rendezvous::in_process(store, r, n));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gradwire {
+
+// A key-value store in this process's memory, shared by the ranks that are
+// threads of it. Opaque; make_in_process_store() makes one per job.
+class InProcessStore;
+std::shared_ptr<InProcessStore> make_in_process_store();
+
+struct Rendezvous {
+  enum class Kind : uint8_t {
+    Single,     // a world of one rank, no launcher
+    Mpi,        // Open MPI's mpirun: rank and size from MPI_COMM_WORLD (MPI_Init if needed)
+    TcpStore,   // gradwire's TCP store, served by rank 0 at host:port
+    FileStore,  // a directory every rank sees (one file per key)
+    InProcess,  // an InProcessStore: ranks are threads of one process
+  };
+  Kind kind = Kind::Single;
+  int rank = 0;
+  int size = 1;
+  int local_rank = -1;  // rank within its host, -1 unknown (Mpi: from mpirun)
+  // TcpStore: where rank 0's store listens and clients connect; `bind_host`
+  // (empty: `host`) is where it listens when that differs, e.g. "0.0.0.0".
+  std::string host;
+  uint16_t port = 0;
+  std::string bind_host;
+  // TcpStore: the job secret (16..1024 bytes) every connection proves
+  // (README "Running securely"); empty: an unauthenticated store, which
+  // rank 0 warns about (an error under GRADWIRE_REQUIRE_SECRET=1).
+  std::string secret;
+  std::string dir;                         // FileStore
+  std::shared_ptr<InProcessStore> store;   // InProcess
+
+  static Rendezvous single() { return {}; }
+  static Rendezvous mpi() { return {Kind::Mpi, 0, 0}; }
+  static Rendezvous tcp(std::string host, uint16_t port, int rank, int size,
+                        std::string secret = {}) {
+    Rendezvous r{Kind::TcpStore, rank, size};
+    r.host = std::move(host);
+    r.port = port;
+    r.secret = std::move(secret);
+    return r;
+  }
+  static Rendezvous file(std::string dir, int rank, int size) {
+    Rendezvous r{Kind::FileStore, rank, size};
+    r.dir = std::move(dir);
+    return r;
+  }
+  static Rendezvous in_process(std::shared_ptr<InProcessStore> store, int rank, int size) {
+    Rendezvous r{Kind::InProcess, rank, size};
+    r.store = std::move(store);
+    return r;
+  }
+  // The launcher's variables, read strictly (a typo fails naming the
+  // variable): OMPI_COMM_WORLD_SIZE -> Mpi; GRADWIRE_STORE_DIR (+ RANK,
+  // WORLD_SIZE) -> FileStore; MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+  // (torchrun's convention, GRADWIRE_JOB_SECRET, GRADWIRE_STORE_PORT,
+  // GRADWIRE_STORE_BIND) -> TcpStore; none of them -> Single.
+  static Rendezvous from_environment();
+  // "torchrun store 10.0.0.1:29400 rank 3 of 8", for logs.
+  std::string describe() const;
+};
+
+}  // namespace gradwire
