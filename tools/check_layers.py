@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The layer rule of docs/architecture.md, checked on every #include.
+
+Each file of src/ and kernels/ belongs to one layer (LAYERS, first match of
+its path wins). A file may include files of its own layer and of layers
+below it; an include of a higher layer is an upward include and fails this
+check, naming the file, the line and both layers. The includes that break
+the rule today are listed in KNOWN (with the debt they belong to, see
+"Known debts" in docs/architecture.md): they are reported but do not fail,
+and a KNOWN entry that no longer occurs fails, so the list only shrinks.
+
+  tools/check_layers.py [REPO_ROOT]      exit 0: no new upward include
+"""
+import os
+import re
+import sys
+
+# Bottom to top. Paths are relative to the repository root; a path ending in
+# "/" matches a folder, anything else a file-name prefix.
+LAYERS = [
+    ("base", ["include/gradwire/", "kernels/", "src/core/errors.h", "src/core/error.cpp",
+              "src/core/logging.", "src/core/deadline.h", "src/core/options.cpp",
+              "src/core/types.cpp", "src/core/signals.", "src/core/collective_call.",
+              "src/core/device_stream.cpp", "src/core/hierarchy.", "src/compress/state_io."]),
+    ("bootstrap", ["src/bootstrap/"]),
+    ("transport", ["src/transport/transport.h", "src/transport/factory.cpp",
+                   "src/transport/device_memory.", "src/transport/ofi/library.",
+                   "src/transport/ofi/resources.h", "src/transport/ofi/transport.",
+                   "src/transport/ofi/memory.", "src/transport/ofi/hmem."]),
+    ("memory", ["src/core/shared_windows."]),
+    ("collectives", ["src/collectives/"]),
+    ("diag", ["src/core/flight_recorder.", "src/core/fr_report.", "src/core/trace.",
+              "src/core/fingerprint.", "src/core/reach."]),
+    ("device", ["src/transport/nccl/", "src/transport/ofi/staged_backend.cpp",
+                "src/transport/ofi/staging."]),
+    ("runtime", ["src/core/"]),
+    ("reducer", ["src/reducer/"]),
+    ("compress", ["src/compress/"]),
+    ("checkpoint", ["src/checkpoint/"]),
+    ("torch", ["src/torch/", "include/gradwire/torch/"]),
+]
+# include/gradwire/torch/ is matched before include/gradwire/ below.
+ORDER = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+# (including file, included file): the debt it belongs to.
+CYCLE = "the device path and the runtime include each other (device backends queue on CommunicatorImpl)"
+KNOWN = {
+    ("src/core/shared_windows.cpp", "src/core/communicator_impl.h"):
+        "allocate_shared() runs collectives through CommunicatorImpl",
+    ("src/transport/nccl/dispatch.cpp", "src/core/communicator_impl.h"): CYCLE,
+    ("src/transport/nccl/transport.cpp", "src/core/communicator_impl.h"): CYCLE,
+    ("src/transport/nccl/transport.cpp", "src/core/work_state.h"): CYCLE,
+    ("src/transport/ofi/staged_backend.cpp", "src/core/communicator_impl.h"): CYCLE,
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def layer_of(path):
+    best = None
+    for name, prefixes in LAYERS:
+        for p in prefixes:
+            if path.startswith(p) and (best is None or len(p) > best[1]):
+                best = (name, len(p))
+    return best[0] if best else None
+
+
+def resolve(root, including, name):
+    for base in (os.path.dirname(including), "src", "", "include"):
+        cand = os.path.normpath(os.path.join(base, name))
+        if os.path.isfile(os.path.join(root, cand)):
+            return cand
+    return None
+
+
+def main(argv):
+    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    found = {}
+    for top in ("src", "kernels", "include"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if not f.endswith((".h", ".cpp", ".cu", ".cuh")):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, f), root)
+                mine = layer_of(path)
+                with open(os.path.join(root, path), encoding="utf-8", errors="replace") as fh:
+                    for lineno, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        target = resolve(root, path, m.group(1))
+                        theirs = layer_of(target) if target else None
+                        if mine and theirs and ORDER[theirs] > ORDER[mine]:
+                            found[(path, target)] = (lineno, mine, theirs)
+    new = {k: v for k, v in found.items() if k not in KNOWN}
+    gone = [k for k in KNOWN if k not in found]
+    for (src, dst), (lineno, mine, theirs) in sorted(found.items()):
+        tag = "known" if (src, dst) in KNOWN else "NEW"
+        print(f"{tag}: {src}:{lineno} ({mine}) includes {dst} ({theirs})")
+    for src, dst in gone:
+        print(f"FIXED: {src} no longer includes {dst}: remove it from KNOWN in tools/check_layers.py")
+    print(f"check_layers: {len(found)} upward includes, {len(new)} new, {len(gone)} fixed but "
+          f"still listed")
+    return 1 if new or gone else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
