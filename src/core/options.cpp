@@ -28,7 +28,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_DEBUG",           "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",    "GRADWIRE_STALL_SHUTDOWN_S",  // read by the Reducer
     "GRADWIRE_TRACE_DIR",       "GRADWIRE_HIERARCHICAL", "GRADWIRE_HOST_ID",
-    "GRADWIRE_DEVICE_PATH",
+    "GRADWIRE_DEVICE_PATH",     "GRADWIRE_LIBFABRIC",  // transport/ofi/library.cpp
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
 };
