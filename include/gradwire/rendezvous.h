@@ -48,22 +48,22 @@ struct Rendezvous {
   std::shared_ptr<InProcessStore> store;   // InProcess
 
   static Rendezvous single() { return {}; }
-  static Rendezvous mpi() { return {Kind::Mpi, 0, 0}; }
+  static Rendezvous mpi() { return of(Kind::Mpi, 0, 0); }
   static Rendezvous tcp(std::string host, uint16_t port, int rank, int size,
                         std::string secret = {}) {
-    Rendezvous r{Kind::TcpStore, rank, size};
+    Rendezvous r = of(Kind::TcpStore, rank, size);
     r.host = std::move(host);
     r.port = port;
     r.secret = std::move(secret);
     return r;
   }
   static Rendezvous file(std::string dir, int rank, int size) {
-    Rendezvous r{Kind::FileStore, rank, size};
+    Rendezvous r = of(Kind::FileStore, rank, size);
     r.dir = std::move(dir);
     return r;
   }
   static Rendezvous in_process(std::shared_ptr<InProcessStore> store, int rank, int size) {
-    Rendezvous r{Kind::InProcess, rank, size};
+    Rendezvous r = of(Kind::InProcess, rank, size);
     r.store = std::move(store);
     return r;
   }
@@ -73,8 +73,17 @@ struct Rendezvous {
   // (torchrun's convention, GRADWIRE_JOB_SECRET, GRADWIRE_STORE_PORT,
   // GRADWIRE_STORE_BIND) -> TcpStore; none of them -> Single.
   static Rendezvous from_environment();
-  // "torchrun store 10.0.0.1:29400 rank 3 of 8", for logs.
+  // "TCP store 10.0.0.1:29400, rank 3 of 8", for logs.
   std::string describe() const;
+
+ private:
+  static Rendezvous of(Kind kind, int rank, int size) {
+    Rendezvous r;
+    r.kind = kind;
+    r.rank = rank;
+    r.size = size;
+    return r;
+  }
 };
 
 }  // namespace gradwire

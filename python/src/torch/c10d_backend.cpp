@@ -165,12 +165,15 @@ class GradwireWork : public c10d::Work {
     if (device) devices.push_back(*device);
     future_ = c10::make_intrusive<c10::ivalue::Future>(
         c10::ListType::create(c10::TensorType::get()), std::move(devices));
+    // Only Works with a copy-out pay for capturing the caller's state.
+    std::optional<at::ThreadLocalState> caller;
+    if (finish) caller.emplace();
     work_.then([fut = future_, outputs = outputs_, keep_alive = std::move(keep_alive),
                 finish = std::move(finish), device,
-                caller = at::ThreadLocalState()](std::exception_ptr error) {
+                caller = std::move(caller)](std::exception_ptr error) {
       if (!error && finish) {
         try {
-          at::ThreadLocalStateGuard mode(caller);
+          at::ThreadLocalStateGuard mode(*caller);
           finish();
           if (device) {
             // The copies were enqueued on this thread's current stream.
