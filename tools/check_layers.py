@@ -95,8 +95,9 @@ def main(argv):
     new = {k: v for k, v in found.items() if k not in KNOWN}
     gone = [k for k in KNOWN if k not in found]
     for (src, dst), (lineno, mine, theirs) in sorted(found.items()):
-        tag = "known" if (src, dst) in KNOWN else "NEW"
-        print(f"{tag}: {src}:{lineno} ({mine}) includes {dst} ({theirs})")
+        why = f" [known debt: {KNOWN[(src, dst)]}]" if (src, dst) in KNOWN else ""
+        tag = "known" if why else "NEW"
+        print(f"{tag}: {src}:{lineno} ({mine}) includes {dst} ({theirs}){why}")
     for src, dst in gone:
         print(f"FIXED: {src} no longer includes {dst}: remove it from KNOWN in tools/check_layers.py")
     print(f"check_layers: {len(found)} upward includes, {len(new)} new, {len(gone)} fixed but "

@@ -73,8 +73,6 @@ struct Rendezvous {
   // (torchrun's convention, GRADWIRE_JOB_SECRET, GRADWIRE_STORE_PORT,
   // GRADWIRE_STORE_BIND) -> TcpStore; none of them -> Single.
   static Rendezvous from_environment();
-  // "TCP store 10.0.0.1:29400, rank 3 of 8", for logs.
-  std::string describe() const;
 
  private:
   static Rendezvous of(Kind kind, int rank, int size) {

@@ -283,15 +283,4 @@ Rendezvous Rendezvous::from_environment() {
   return single();
 }
 
-std::string Rendezvous::describe() const {
-  switch (kind) {
-    case Kind::Single: return "a world of one rank";
-    case Kind::Mpi: return "mpirun";
-    case Kind::TcpStore: return fmt::format("TCP store {}:{}, rank {} of {}", host, port, rank, size);
-    case Kind::FileStore: return fmt::format("file store {}, rank {} of {}", dir, rank, size);
-    case Kind::InProcess: return fmt::format("in-process store, rank {} of {}", rank, size);
-  }
-  return "?";
-}
-
 }  // namespace gradwire

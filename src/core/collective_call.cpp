@@ -30,12 +30,6 @@ std::string_view to_string(CollectiveOp op) {
   return kNames[std::min<size_t>(size_t(op), kCollectiveOps - 1)];
 }
 
-CollectiveOp parse_collective_op(std::string_view s) {
-  for (size_t i = 0; i < kCollectiveOps; ++i)
-    if (kNames[i] == s) return CollectiveOp(i);
-  return CollectiveOp::Other;
-}
-
 std::string CollectiveCall::describe() const {
   switch (op) {
     case CollectiveOp::Barrier:

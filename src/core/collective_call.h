@@ -36,7 +36,6 @@ enum class CollectiveOp : uint8_t {
 constexpr size_t kCollectiveOps = 7;
 // "allreduce", "reduce_scatter", ..., "internal" for Other.
 std::string_view to_string(CollectiveOp op);
-CollectiveOp parse_collective_op(std::string_view s);  // Other for anything unknown
 
 // One collective with the public API's meaning of every argument
 // (gradwire/communicator.h): `count` is the whole buffer for allreduce,

@@ -27,9 +27,9 @@ std::string owner_of(void* address) {
   return info.dli_fname;
 }
 
+// sa_handler and sa_sigaction share storage: comparing one compares both.
 bool same(const struct sigaction& a, const struct sigaction& b) {
-  return handler_address(a) == handler_address(b) && a.sa_handler == b.sa_handler &&
-         a.sa_flags == b.sa_flags;
+  return a.sa_handler == b.sa_handler && a.sa_flags == b.sa_flags;
 }
 
 }  // namespace
@@ -51,12 +51,6 @@ SignalDispositionGuard::~SignalDispositionGuard() {
                 "(Note [foreign signal handlers])",
                 what_, s, strsignal(s), owner.empty() ? "an unknown object" : owner);
   }
-}
-
-std::string signal_handler_owner(int signo) {
-  struct sigaction now {};
-  if (sigaction(signo, nullptr, &now) != 0) return "";
-  return owner_of(handler_address(now));
 }
 
 }  // namespace gradwire

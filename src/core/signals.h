@@ -45,8 +45,4 @@ class SignalDispositionGuard {
   std::vector<struct sigaction> saved_;
 };
 
-// The shared object that holds a signal's current handler ("" for SIG_DFL,
-// SIG_IGN or an address no object claims). For logs and tests.
-std::string signal_handler_owner(int signo);
-
 }  // namespace gradwire

@@ -32,17 +32,6 @@ const Kind& find(const std::string& kind) {
 
 }  // namespace
 
-const char* to_string(RequestStatus status) {
-  switch (status) {
-    case RequestStatus::Ok: return "ok";
-    case RequestStatus::Truncated: return "truncated";
-    case RequestStatus::Cancelled: return "cancelled";
-    case RequestStatus::PeerLost: return "peer lost";
-    case RequestStatus::Failed: return "failed";
-  }
-  return "?";
-}
-
 std::vector<std::string> transport_kinds() {
   std::vector<std::string> names;
   for (const Kind& k : kKinds) names.emplace_back(k.name);

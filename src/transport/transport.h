@@ -35,7 +35,6 @@ enum class RequestStatus : uint8_t {
   PeerLost,   // the connection to the peer broke (reset, refused, unreachable)
   Failed,     // anything else; `error` says what
 };
-const char* to_string(RequestStatus status);
 
 // One posted send or receive. Owned by the caller; must stay at the same
 // address until done() (the transport keeps a pointer to it).
