@@ -8,7 +8,7 @@ Model (per allreduce of S bytes per rank; a message costs alpha + bytes*beta):
   flat ring over N = H*L ranks ordered host by host: 2(N-1) steps, each
   step's slowest hop is the host-to-host one, carrying S/N:
       T_flat = 2(N-1) * (alpha_net + S/N * beta_net)
-  hierarchical (Note [hierarchical allreduce] in src/core/hierarchy.cpp):
+  hierarchical (Note [hierarchical allreduce] in src/collectives/hierarchy.cpp):
   reduce-scatter and allgather inside the host, plus a ring of H ranks per
   local index, the L rings sharing the host's link (S/(L*H) each per step):
       T_hier = T_rs_local(S) + T_ag_local(S) + 2(H-1) * (alpha_net + S/H * beta_net)

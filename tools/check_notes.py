@@ -39,7 +39,7 @@ The rule, line by line:
         # the text starts on the next line ...
   while these only cite it:
         // ... as Note [foo] explains          (not at the start)
-        // Note [foo] in src/core/foo.h: ...   (followed by " in")
+        // Note [foo] in src/base/foo.h: ...   (followed by " in")
         // Note [foo]; small buffers stay ...  (followed by ";")
   A note may have several definition-shaped lines (a second one is
   usually a local continuation of the same note); that is allowed.

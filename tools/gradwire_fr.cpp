@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/fr_report.h"
+#include "diag/fr_report.h"
 #include "gradwire/error.h"
 
 namespace {

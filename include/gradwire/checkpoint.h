@@ -22,6 +22,8 @@
 // torch.distributed.checkpoint).
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,7 +33,7 @@
 
 namespace gradwire {
 
-struct CheckpointOptions {
+struct GRADWIRE_API CheckpointOptions {
   // Complete checkpoints kept after a save (older ones are deleted); at
   // least 1.
   size_t keep = 2;
@@ -40,7 +42,7 @@ struct CheckpointOptions {
   std::map<std::string, std::string> meta;
 };
 
-class Checkpoint {
+class GRADWIRE_API Checkpoint {
  public:
   uint64_t step() const { return step_; }
   int world_size() const { return world_size_; }
@@ -67,7 +69,7 @@ class Checkpoint {
 // written to a temporary name, fsynced and renamed; the manifest, renamed
 // into place last, is what makes the checkpoint exist. Errors (disk full,
 // permissions) are raised on every rank, naming the rank and the file.
-void save_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
+GRADWIRE_API void save_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
                      const std::map<std::string, std::string>& entries,
                      const CheckpointOptions& options = {});
 
@@ -78,10 +80,10 @@ void save_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
 // re-sharding is not supported), a shard whose size or SHA-256 differs from
 // the manifest (Protocol, naming the file: corrupted or truncated), a
 // malformed manifest or shard (Protocol).
-std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::string& dir);
+GRADWIRE_API std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::string& dir);
 
 // SHA-256 of `bytes` as 64 lowercase hex digits (for state digests in logs
 // and tests).
-std::string sha256_hex(std::string_view bytes);
+GRADWIRE_API std::string sha256_hex(std::string_view bytes);
 
 }  // namespace gradwire

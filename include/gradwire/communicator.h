@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@ namespace gradwire {
 
 class CommunicatorImpl;
 namespace detail {
-struct CommunicatorAccess;  // src/core/access.h: library-internal operations
+struct CommunicatorAccess;  // src/runtime/access.h: library-internal operations
 }
 
 // A Communicator owns a set of ranks and runs collectives among them.
@@ -33,7 +35,7 @@ struct CommunicatorAccess;  // src/core/access.h: library-internal operations
 // send == recv; for reduce_scatter recv points at this rank's shard inside
 // send; for allgather send points at this rank's shard inside recv; for
 // alltoall send == recv.
-class Communicator {
+class GRADWIRE_API Communicator {
  public:
   // Joins the job described by the environment: Open MPI's mpirun
   // (OMPI_COMM_WORLD_*), the torchrun convention (RANK, WORLD_SIZE,

@@ -12,6 +12,8 @@
 // or mismatched one is refused with InvalidArgument naming what is wrong.
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,7 +42,7 @@ namespace gradwire {
 // (the invariant the tests check). Two collectives per call; about
 // 2 (n/size + 32) bits per rank and element on the wire instead of 64.
 // With one rank there is nothing to exchange: run() leaves data untouched.
-class OneBitAllreduce {
+class GRADWIRE_API OneBitAllreduce {
  public:
   OneBitAllreduce(Communicator& comm, size_t count);
   ~OneBitAllreduce();
@@ -72,7 +74,7 @@ class OneBitAllreduce {
 
 // ---------------------------------------------------------------- 1-bit Adam
 
-struct OneBitAdamOptions {
+struct GRADWIRE_API OneBitAdamOptions {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
@@ -107,7 +109,7 @@ struct OneBitAdamOptions {
 // Every rank must call step() with the same count, in the same order; params
 // stay identical on every rank (the compressed result is the same bits
 // everywhere).
-class OneBitAdam {
+class GRADWIRE_API OneBitAdam {
  public:
   OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {});
   ~OneBitAdam();
@@ -132,7 +134,7 @@ class OneBitAdam {
 
 // ---------------------------------------------------------------- 1-bit LAMB
 
-struct OneBitLambOptions {
+struct GRADWIRE_API OneBitLambOptions {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-6f;
@@ -166,7 +168,7 @@ struct OneBitLambOptions {
 
 // 1-bit LAMB over one flat float32 buffer made of layers (the segments
 // `layer_sizes`, in order; the scaling coefficients are per layer).
-class OneBitLamb {
+class GRADWIRE_API OneBitLamb {
  public:
   OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options = {});
   ~OneBitLamb();
@@ -193,7 +195,7 @@ class OneBitLamb {
 // ---------------------------------------------------------------- PowerSGD
 
 // The options of PyTorch's powerSGD_hook.PowerSGDState, same names.
-struct PowerSGDOptions {
+struct GRADWIRE_API PowerSGDOptions {
   size_t matrix_approximation_rank = 1;
   // Synchronised steps with plain allreduce before compression starts.
   uint64_t start_powerSGD_iter = 1000;
@@ -213,7 +215,7 @@ struct PowerSGDOptions {
 // PowerSGD's state across steps: per Bucket, the error-feedback buffer and
 // the Q matrices (warm start), plus counters. Shared by the hook; keep it to
 // save and load it.
-class PowerSGDState {
+class GRADWIRE_API PowerSGDState {
  public:
   explicit PowerSGDState(PowerSGDOptions options = {});
   ~PowerSGDState();
@@ -244,6 +246,6 @@ class PowerSGDState {
 // Gradients need their shape (GradientInfo::shape; matrices are viewed as
 // shape[0] x rest). Other dtypes, and steps before start_powerSGD_iter, use
 // allreduce_hook().
-CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
+GRADWIRE_API CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
 
 }  // namespace gradwire

@@ -2,7 +2,7 @@
 // Which CUDA stream a collective on device buffers waits for.
 //
 // Note [producer stream]: a collective on CUDA buffers (Note [device-buffer
-// dispatch] in src/transport/nccl/transport.h) starts on the GPU only once
+// dispatch] in src/device/backend.h) starts on the GPU only once
 // the work enqueued on its producer stream before the call has finished, so
 // it never reads a buffer a kernel is still writing. The producer stream is
 // the legacy default stream (which also orders every blocking stream before
@@ -12,9 +12,11 @@
 // appears here: a stream is the cudaStream_t as a void*.
 #pragma once
 
+#include "gradwire/export.h"
+
 namespace gradwire {
 
-class DeviceStreamScope {
+class GRADWIRE_API DeviceStreamScope {
  public:
   // Collectives this thread starts while the scope lives wait for `stream`
   // (nullptr: the legacy default stream). Scopes nest; the innermost wins.

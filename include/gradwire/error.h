@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,9 +26,9 @@ enum class ErrorCode {
                     // this process could not prove it to the peer
 };
 
-std::string_view to_string(ErrorCode code);
+GRADWIRE_API std::string_view to_string(ErrorCode code);
 
-class Error : public std::runtime_error {
+class GRADWIRE_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }

@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -10,7 +12,7 @@ namespace gradwire {
 // Explicit options first; GRADWIRE_* environment variables override them
 // (see Options::from_env and docs in README.md). Every field is validated
 // when a Communicator is created.
-struct Options {
+struct GRADWIRE_API Options {
   // Deadline of every collective and bootstrap step (GRADWIRE_TIMEOUT_S).
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // libfabric provider: "" = automatic (shm on one host, tcp;ofi_rxm
@@ -42,7 +44,7 @@ struct Options {
   //  "nccl"   NCCL (one GPU per rank);
   //  "staged" gradwire's own algorithms over libfabric on pinned host copies
   //           of the device buffers (Note [staged device collectives] in
-  //           src/transport/ofi/staged_backend.cpp): for providers and
+  //           src/device/staged/backend.cpp): for providers and
   //           machines without NCCL, and ranks that share a GPU.
   // Every rank must choose the same path.
   std::string device_path = "auto";

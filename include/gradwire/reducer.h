@@ -12,6 +12,8 @@
 //    back.
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -29,13 +31,13 @@ namespace gradwire {
 // ---------------------------------------------------------------- planning
 
 // What the planner needs to know about one gradient.
-struct GradientSpec {
+struct GRADWIRE_API GradientSpec {
   size_t elements = 0;
   DataType dtype = DataType::Float32;
   int device = -1;  // -1: host memory; >= 0: accelerator device id
 };
 
-struct BucketCaps {
+struct GRADWIRE_API BucketCaps {
   // c10d's defaults: a small first Bucket so communication starts early in
   // backward, then large ones so per-collective latency is amortised. Each
   // (dtype, device) group starts with its own first Bucket.
@@ -43,7 +45,7 @@ struct BucketCaps {
   size_t bucket_bytes = size_t(25) << 20;
 };
 
-struct PlannedBucket {
+struct GRADWIRE_API PlannedBucket {
   std::vector<size_t> gradients;  // gradient indices, in fill order
   std::vector<size_t> offsets;    // element offset of each in the flat Bucket
   size_t elements = 0;            // total elements of the Bucket
@@ -51,7 +53,7 @@ struct PlannedBucket {
   int device = -1;
 };
 
-struct BucketPlan {
+struct GRADWIRE_API BucketPlan {
   struct Location {
     size_t bucket = 0;
     size_t offset = 0;  // elements into the Bucket
@@ -78,13 +80,13 @@ struct BucketPlan {
 //    groups that makes a Bucket which opened early but completes late block
 //    the in-order launch of the Buckets behind it.)
 // Throws InvalidArgument if `order` is not a permutation of 0..n-1.
-BucketPlan plan_buckets(const std::vector<GradientSpec>& gradients, const BucketCaps& caps = {},
+GRADWIRE_API BucketPlan plan_buckets(const std::vector<GradientSpec>& gradients, const BucketCaps& caps = {},
                         const std::vector<size_t>& order = {});
 
 // The order for a rebuilt plan: `observed` (gradient indices in the order
 // they became ready, each at most once, possibly missing some) followed by
 // the missing ones in reverse index order (the default autograd order).
-std::vector<size_t> complete_ready_order(const std::vector<size_t>& observed, size_t n);
+GRADWIRE_API std::vector<size_t> complete_ready_order(const std::vector<size_t>& observed, size_t n);
 
 // ---------------------------------------------------------------- comm hooks
 
@@ -98,7 +100,7 @@ std::vector<size_t> complete_ready_order(const std::vector<size_t>& observed, si
 // Hooks run on whichever thread launches the Bucket (a mark_ready caller or
 // finalize), one at a time, in bucket order; they must not call back into the
 // Reducer. Buffers stay valid until the returned Work completes.
-class BucketContext {
+class GRADWIRE_API BucketContext {
  public:
   Communicator& comm;
   const uint64_t step;   // synchronised step (0-based)
@@ -154,7 +156,7 @@ using CommHook = std::function<Work(BucketContext&)>;
 // allreduce(sum) in place, or reduce_scatter(sum) into the shard in place.
 // What the Reducer does when ReducerOptions::comm_hook is empty. Host and
 // device Buckets.
-CommHook allreduce_hook();
+GRADWIRE_API CommHook allreduce_hook();
 // Float32 Buckets travel as float16 / bfloat16: cast into scratch, reduce in
 // 16-bit, widen into `result`. Other dtypes fall back to allreduce_hook().
 // On a device Bucket the casts are CUDA kernels with the CPU casts' bits
@@ -165,12 +167,12 @@ CommHook allreduce_hook();
 // about n * 2^-11 (fp16) or n * 2^-8 (bf16) relative to the largest
 // magnitude; fp16 flushes values below ~6e-8 (after division by the world
 // size) to zero and saturates above 65504.
-CommHook fp16_compress_hook();
-CommHook bf16_compress_hook();
+GRADWIRE_API CommHook fp16_compress_hook();
+GRADWIRE_API CommHook bf16_compress_hook();
 
 // ---------------------------------------------------------------- the Reducer
 
-struct GradientInfo {
+struct GRADWIRE_API GradientInfo {
   size_t elements = 0;
   DataType dtype = DataType::Float32;  // a floating dtype; integers: InvalidArgument
   // -1: host memory; >= 0: the CUDA device (Note [device Buckets] in
@@ -183,7 +185,7 @@ struct GradientInfo {
   std::vector<size_t> shape;
 };
 
-struct ReducerOptions {
+struct GRADWIRE_API ReducerOptions {
   BucketCaps caps;
   // After the first synchronised step, re-plan the Buckets from the order in
   // which gradients became ready on rank 0 (broadcast, so every rank agrees).
@@ -220,7 +222,7 @@ struct ReducerOptions {
 };
 
 // Timestamps of one synchronised step, for overlap measurements.
-struct StepStats {
+struct GRADWIRE_API StepStats {
   using TimePoint = std::chrono::steady_clock::time_point;
   uint64_t step = 0;
   TimePoint first_ready{};     // first mark_ready (or finalize, if none)
@@ -250,7 +252,7 @@ struct StepStats {
 //    same set of gradients each step (or use find_unused_parameters).
 //  * The Reducer must be destroyed before its Communicator; the destructor
 //    waits (within the deadline) for Buckets still in flight.
-class Reducer {
+class GRADWIRE_API Reducer {
  public:
   // Not collective: nothing is communicated until the first launch.
   // `gradients` in registration order (model.parameters()); the initial plan

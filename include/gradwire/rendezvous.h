@@ -12,6 +12,8 @@
 //   ... on thread r: Communicator::create({}, Rendezvous::in_process(store, r, n));
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,9 +23,9 @@ namespace gradwire {
 // A key-value store in this process's memory, shared by the ranks that are
 // threads of it. Opaque; make_in_process_store() makes one per job.
 class InProcessStore;
-std::shared_ptr<InProcessStore> make_in_process_store();
+GRADWIRE_API std::shared_ptr<InProcessStore> make_in_process_store();
 
-struct Rendezvous {
+struct GRADWIRE_API Rendezvous {
   enum class Kind : uint8_t {
     Single,     // a world of one rank, no launcher
     Mpi,        // Open MPI's mpirun: rank and size from MPI_COMM_WORLD (MPI_Init if needed)

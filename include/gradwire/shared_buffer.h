@@ -1,13 +1,15 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstddef>
 #include <memory>
 
 namespace gradwire {
 
 namespace detail {
-struct SharedAllocation;  // src/core/shared_windows.h
+struct SharedAllocation;  // src/memory/shared_windows.h
 }
 
 // Host memory from Communicator::allocate_shared(): the ranks of one host
@@ -20,7 +22,7 @@ struct SharedAllocation;  // src/core/shared_windows.h
 //
 // Move-only; the memory is freed when the last SharedBuffer for it goes
 // (it may outlive the communicator). Contents start zeroed.
-class SharedBuffer {
+class GRADWIRE_API SharedBuffer {
  public:
   SharedBuffer() = default;
   explicit SharedBuffer(std::shared_ptr<detail::SharedAllocation> allocation);

@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -27,18 +29,18 @@ inline constexpr DataType kAllDataTypes[] = {
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min,
                                              ReduceOp::Max, ReduceOp::Prod};
 
-size_t element_size(DataType dtype);
-bool is_floating(DataType dtype);
-std::string_view to_string(DataType dtype);
-std::string_view to_string(ReduceOp op);
+GRADWIRE_API size_t element_size(DataType dtype);
+GRADWIRE_API bool is_floating(DataType dtype);
+GRADWIRE_API std::string_view to_string(DataType dtype);
+GRADWIRE_API std::string_view to_string(ReduceOp op);
 // Parse "float32"/"f32"/"float", "bf16", "int64", ...; throws InvalidArgument.
-DataType parse_data_type(std::string_view name);
-ReduceOp parse_reduce_op(std::string_view name);
+GRADWIRE_API DataType parse_data_type(std::string_view name);
+GRADWIRE_API ReduceOp parse_reduce_op(std::string_view name);
 
 // How a collective splits `count` elements among `world` ranks when it
 // shards (reduce_scatter, allgather): the first count % world ranks get one
 // element more. Every rank computes the same split, so no negotiation.
-size_t shard_count(size_t count, int world, int rank);
-size_t shard_offset(size_t count, int world, int rank);
+GRADWIRE_API size_t shard_count(size_t count, int world, int rank);
+GRADWIRE_API size_t shard_offset(size_t count, int world, int rank);
 
 }  // namespace gradwire

@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "gradwire/export.h"
+
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -15,7 +17,7 @@ struct WorkState;
 
 // The one completion type: every asynchronous operation returns a Work.
 // Copies share state. Destroying a Work does not cancel the operation.
-class Work {
+class GRADWIRE_API Work {
  public:
   Work() = default;
   explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elem.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "gradwire/options.h"
 #include "gradwire/rendezvous.h"
 

@@ -28,8 +28,8 @@
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_auth.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 
 namespace gradwire::bootstrap {
 

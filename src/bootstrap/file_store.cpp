@@ -17,7 +17,7 @@
 
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::bootstrap {
 

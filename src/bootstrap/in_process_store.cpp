@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "bootstrap/store.h"
-#include "core/errors.h"
+#include "base/errors.h"
 #include "gradwire/rendezvous.h"
 
 namespace gradwire {

@@ -26,9 +26,9 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/env.h"
-#include "core/errors.h"
-#include "core/logging.h"
-#include "core/signals.h"
+#include "base/errors.h"
+#include "base/logging.h"
+#include "base/signals.h"
 
 namespace gradwire::bootstrap {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace gradwire::bootstrap {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bootstrap/bootstrap.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace gradwire::bootstrap {
 

@@ -9,7 +9,7 @@
 
 #include <climits>
 
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::bootstrap {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bootstrap/store.h"
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::bootstrap {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "bootstrap/store_wire.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace gradwire::bootstrap::tcp_store {
 

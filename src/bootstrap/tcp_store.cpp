@@ -13,8 +13,8 @@
 #include "bootstrap/store_auth.h"
 #include "bootstrap/store_handshake.h"
 #include "bootstrap/tcp_store_server.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 
 namespace gradwire::bootstrap {
 

@@ -17,8 +17,8 @@
 #include <unordered_map>
 
 #include "bootstrap/store_handshake.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 
 namespace gradwire::bootstrap::tcp_store {
 

@@ -37,8 +37,8 @@
 
 #include "bootstrap/socket.h"  // UniqueFd, errno_text
 #include "checkpoint/format.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 #include "gradwire/version.h"
 
 namespace gradwire {

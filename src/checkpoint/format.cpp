@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::checkpoint {
 

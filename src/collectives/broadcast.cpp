@@ -8,7 +8,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/plan.h"
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::collectives {
 

@@ -7,8 +7,8 @@
 #include <cstddef>
 
 #include "collectives/context.h"
-#include "core/collective_call.h"
-#include "core/shared_windows.h"
+#include "base/collective_call.h"
+#include "memory/shared_windows.h"
 #include "gradwire/types.h"
 
 namespace gradwire::collectives {

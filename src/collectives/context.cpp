@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::collectives {
 

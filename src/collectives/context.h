@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "gradwire/options.h"
 #include "gradwire/types.h"
 #include "transport/transport.h"

@@ -20,7 +20,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/plan.h"
-#include "core/errors.h"
+#include "base/errors.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {

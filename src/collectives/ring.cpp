@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {

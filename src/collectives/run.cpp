@@ -2,7 +2,7 @@
 // The transport algorithm of a CollectiveCall (Note [one collective call]):
 // the one switch over the op on the host path.
 #include "collectives/collectives.h"
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::collectives {
 

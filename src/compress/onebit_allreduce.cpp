@@ -17,8 +17,8 @@
 // scalar sum_squares round differently.
 #include <cstring>
 
-#include "compress/state_io.h"
-#include "core/errors.h"
+#include "base/state_io.h"
+#include "base/errors.h"
 #include "gradwire/compress.h"
 #include "kernels/compress_math.h"
 #include "kernels/cpu/compress.h"

@@ -41,8 +41,8 @@
 #include <cstring>
 #include <limits>
 
-#include "compress/state_io.h"
-#include "core/errors.h"
+#include "base/state_io.h"
+#include "base/errors.h"
 #include "gradwire/compress.h"
 
 namespace gradwire {

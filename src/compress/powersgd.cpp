@@ -30,10 +30,10 @@
 #include <mutex>
 
 #include "collectives/collectives.h"
-#include "compress/state_io.h"
-#include "core/access.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/state_io.h"
+#include "runtime/access.h"
+#include "base/errors.h"
+#include "base/logging.h"
 #include "gradwire/compress.h"
 #include "kernels/cpu/compress.h"
 

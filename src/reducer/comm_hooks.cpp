@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "gradwire/reducer.h"
 #include "kernels/cpu/reduce.h"
 #include "reducer/device.h"

@@ -6,22 +6,22 @@
 #include <mutex>
 #include <vector>
 
-#include "core/errors.h"
+#include "base/errors.h"
 
 #if GRADWIRE_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/compress.h"
 #include "kernels/cuda/scale.h"
-#include "transport/nccl/resources.h"
+#include "device/cuda.h"
 #endif
 
 namespace gradwire::reducer {
 
 #if GRADWIRE_HAVE_CUDA
-using transport::nccl::DeviceGuard;
-using transport::nccl::EventPtr;
-using transport::nccl::StreamPtr;
+using device::DeviceGuard;
+using device::EventPtr;
+using device::StreamPtr;
 
 struct DeviceBuckets::State {
   StreamPtr stream;            // the bucket stream (non-blocking)
@@ -53,13 +53,13 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept : p_(other.p_) { other.p_ = nullptr; }
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
   if (this != &other) {
-    transport::nccl::DeviceFreer{}(p_);
+    device::DeviceFreer{}(p_);
     p_ = other.p_;
     other.p_ = nullptr;
   }
   return *this;
 }
-DeviceMemory::~DeviceMemory() { transport::nccl::DeviceFreer{}(p_); }
+DeviceMemory::~DeviceMemory() { device::DeviceFreer{}(p_); }
 
 DeviceBuckets::DeviceBuckets(int device, size_t gradients, std::string where,
                              const std::string& first)

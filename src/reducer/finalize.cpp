@@ -5,9 +5,9 @@
 #include <cstring>
 #include <set>
 
-#include "core/errors.h"
-#include "core/trace.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "diag/trace.h"
+#include "base/logging.h"
 #include "reducer/reducer_impl.h"
 
 namespace gradwire {
@@ -141,7 +141,7 @@ void Reducer::Impl::finalize(void* stream) {
     stats.bucket_bytes.push_back(b->data.size());
   }
   if (trace::enabled()) {
-    // The timeline (core/trace.h): per Bucket ready -> launch -> done (before
+    // The timeline (diag/trace.h): per Bucket ready -> launch -> done (before
     // a rebuild replaces the Buckets).
     for (size_t b = 0; b < buckets_.size(); ++b) {
       const Bucket& bk = *buckets_[b];
@@ -172,7 +172,7 @@ void Reducer::Impl::finalize(void* stream) {
   ++micro_step_;
   stats.finalize_end = StepStats::TimePoint::clock::now();
   if (trace::enabled()) {
-    // The timeline (core/trace.h): the step, and per Bucket ready -> launch -> done.
+    // The timeline (diag/trace.h): the step, and per Bucket ready -> launch -> done.
     trace::span("reducer", fmt::format("step {}", stats.step), "step",
                 trace::to_us(stats.first_ready), trace::to_us(stats.finalize_end));
     trace::span("reducer", "finalize", "step", trace::to_us(stats.finalize_start),

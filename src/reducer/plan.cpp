@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "gradwire/reducer.h"
 
 namespace gradwire {

@@ -7,8 +7,8 @@
 
 #include <fmt/ranges.h>
 
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 #include "gradwire/device_stream.h"
 #include "reducer/reducer_impl.h"
 #include "reducer/scale.h"

@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "gradwire/reducer.h"
 #include "reducer/device.h"
 #include "reducer/stall.h"

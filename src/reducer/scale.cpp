@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/reduce_math.h"
 

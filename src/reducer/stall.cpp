@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/errors.h"
-#include "core/logging.h"
-#include "core/watchdog.h"
+#include "base/errors.h"
+#include "base/logging.h"
+#include "runtime/watchdog.h"
 
 namespace gradwire {
 

@@ -5,9 +5,9 @@
 // the step counters.
 #include <cstring>
 
-#include "compress/state_io.h"
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/state_io.h"
+#include "base/errors.h"
+#include "base/logging.h"
 #include "reducer/reducer_impl.h"
 
 namespace gradwire {

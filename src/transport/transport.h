@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace gradwire::transport {
 

@@ -1,12 +1,12 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Fuzz target: debug-mode collective fingerprints as peers send them
-// (24 bytes each, src/core/fingerprint.h): decode every record of the
+// (24 bytes each, src/diag/fingerprint.h): decode every record of the
 // input, then compare those that decode, as check_fingerprint does.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "core/fingerprint.h"
+#include "diag/fingerprint.h"
 #include "fuzz_target.h"
 
 using namespace gradwire;

@@ -1,11 +1,11 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Fuzz target: flight-recorder dumps as gradwire-fr reads them
-// (src/core/fr_report.h): parse, then diagnose the dump on its own and
+// (src/diag/fr_report.h): parse, then diagnose the dump on its own and
 // next to a second copy of itself.
 #include <string>
 #include <vector>
 
-#include "core/fr_report.h"
+#include "diag/fr_report.h"
 #include "fuzz_target.h"
 #include "gradwire/error.h"
 

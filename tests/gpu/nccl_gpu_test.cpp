@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "core/access.h"
+#include "runtime/access.h"
 #include "gpu_util.h"
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
 #include "kernels/reduce_math.h"
-#include "transport/nccl/transport.h"
+#include "device/backend.h"
 
 static int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -230,7 +230,7 @@ TEST_F(NcclTest, WaitsForTheProducerStream) {
 
 TEST_F(NcclTest, GroupLaunchAndBarrier) {
   auto& impl = detail::CommunicatorAccess::impl(*comm_);
-  transport::nccl::Backend& nccl = transport::nccl::backend(impl, world().device);
+  device::Backend& nccl = impl.devices->backend(world().device);
   const size_t n = 3000;
   gwgpu::DeviceBuffer a(n * 4), b(n * 8);
   a.upload(encode(DataType::Float32, inputs(rank_, n)));

@@ -8,16 +8,16 @@
 
 #include <string>
 
-#include "core/access.h"
+#include "runtime/access.h"
 #include "gpu_util.h"
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
-#include "transport/device_memory.h"
-#include "transport/nccl/collectives.h"
-#include "transport/nccl/library.h"
-#include "transport/nccl/transport.h"
+#include "device/memory.h"
+#include "device/nccl/collectives.h"
+#include "device/nccl/library.h"
+#include "device/backend.h"
 
-namespace gradwire::transport::nccl {
+namespace gradwire::device::nccl {
 namespace {
 
 TEST(NcclLibraryTest, LoadsAtRunTimeAndMakesAUniqueId) {
@@ -64,7 +64,7 @@ TEST(NcclLibraryTest, HostBuffersStayOnTheCpuPath) {
   auto comm = Communicator::create();
   auto& impl = detail::CommunicatorAccess::impl(*comm);
   int x = 0;
-  EXPECT_EQ(route(impl, CollectiveCall::allreduce(&x, &x, 1, DataType::Int32, ReduceOp::Sum)),
+  EXPECT_EQ(impl.devices->route(CollectiveCall::allreduce(&x, &x, 1, DataType::Int32, ReduceOp::Sum)),
             nullptr);
   EXPECT_FALSE(locate(&x).is_device());
 }
@@ -74,7 +74,7 @@ TEST(NcclLibraryTest, ARankThatCannotUseItsDeviceFailsCreationWithAClearError) {
   auto comm = Communicator::create();
   auto& impl = detail::CommunicatorAccess::impl(*comm);
   try {
-    backend(impl, 0);
+    impl.devices->backend(0);
     FAIL() << "an NCCL backend was created without a device";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
@@ -88,4 +88,4 @@ TEST(NcclLibraryTest, ARankThatCannotUseItsDeviceFailsCreationWithAClearError) {
 }
 
 }  // namespace
-}  // namespace gradwire::transport::nccl
+}  // namespace gradwire::device::nccl

@@ -1,7 +1,7 @@
 """SIGTERM ends a rank of the gradwire torch backend promptly with the
 default status (killed by SIGTERM, 143 to a shell): idle, inside a
 collective and while exiting, ROUNDS times each (Note [foreign signal
-handlers] in src/core/signals.h). The C++ twin is tests/ranks/sigterm_test.
+handlers] in src/base/signals.h). The C++ twin is tests/ranks/sigterm_test.
 
 One interpreter imports torch and gradwire once, then forks the two ranks of
 each round (a fork server: 150 rounds of `import torch` would take minutes);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Runs a job with GRADWIRE_TRACE_DIR set to a fresh directory, then checks
-# the timeline (core/trace.h): every rank's Chrome-trace file is valid JSON
+# the timeline (diag/trace.h): every rank's Chrome-trace file is valid JSON
 # with collective and bucket spans, and rank 0 wrote the run manifest.
 #
 #   check_trace.py NRANKS -- launch command...

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <functional>
 
-#include "compress/state_io.h"
+#include "base/state_io.h"
 #include "gradwire/compress.h"
 #include "harness.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Emulated hosts for Note [hierarchical allreduce] (src/core/hierarchy.cpp):
+# Emulated hosts for Note [hierarchical allreduce] (src/collectives/hierarchy.cpp):
 # two network namespaces joined by a veth pair, each a "host" with its own
 # address and host identity (GRADWIRE_HOST_ID), two ranks in each. The world
 # runs over tcp;ofi_rxm across the veth; each host's ranks talk over shm;

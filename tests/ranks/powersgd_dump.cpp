@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "compress/state_io.h"
+#include "base/state_io.h"
 #include "gradwire/gradwire.h"
 #include "gradwire/compress.h"
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "compress/state_io.h"
+#include "base/state_io.h"
 #include "gradwire/error.h"
 #include "kernels/compress_math.h"
 #include "kernels/cpu/compress.h"

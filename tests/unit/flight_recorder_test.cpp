@@ -9,9 +9,9 @@
 #include <sstream>
 #include <string>
 
-#include "core/fingerprint.h"
-#include "core/flight_recorder.h"
-#include "core/fr_report.h"
+#include "diag/fingerprint.h"
+#include "diag/flight_recorder.h"
+#include "diag/fr_report.h"
 #include "gradwire/error.h"
 
 namespace gradwire::fr {

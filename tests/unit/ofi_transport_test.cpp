@@ -17,7 +17,7 @@
 #include <numeric>
 #include <vector>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "transport/ofi/transport.h"
 
 namespace gradwire::transport::ofi {

@@ -4,8 +4,8 @@
 
 #include "collectives/context.h"
 #include "collectives/plan.h"
-#include "core/hierarchy.h"
-#include "core/setup.h"
+#include "collectives/hierarchy.h"
+#include "runtime/setup.h"
 
 namespace gradwire::collectives {
 namespace {

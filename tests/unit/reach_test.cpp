@@ -1,9 +1,9 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The sentence a failed collective's error ends with (Note [reach report]
-// in core/reach.h), from the ranks' progress as the watchdog read it.
+// in diag/reach.h), from the ranks' progress as the watchdog read it.
 #include <gtest/gtest.h>
 
-#include "core/reach.h"
+#include "diag/reach.h"
 
 namespace gradwire::reach {
 namespace {

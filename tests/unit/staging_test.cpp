@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// The staging pipeline (Note [staging pipeline], transport/ofi/staging.h)
+// The staging pipeline (Note [staging pipeline], device/staged/staging.h)
 // with a fake copy engine on host memory whose copies complete late and in
 // order, like one CUDA stream: the step must only ever see a slot whose
 // copy in is done and no copy out pending, chunks must cover the buffer
@@ -14,9 +14,9 @@
 
 #include "gradwire/error.h"
 #include "transport/ofi/hmem.h"
-#include "transport/ofi/staging.h"
+#include "device/staged/staging.h"
 
-namespace gradwire::transport::ofi {
+namespace gradwire::device::staged {
 namespace {
 
 class FakeCopyEngine : public CopyEngine {
@@ -116,6 +116,12 @@ TEST(StagingTest, NothingToDoAndBadSlots) {
                           Deadline::after(std::chrono::seconds(1)), "too small"),
                Error);
 }
+
+}  // namespace
+}  // namespace gradwire::device::staged
+
+namespace gradwire::transport::ofi {
+namespace {
 
 TEST(HmemTest, PathRule) {
   HmemSupport none, hmem{true, "efa"};

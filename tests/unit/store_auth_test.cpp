@@ -27,7 +27,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
-#include "core/logging.h"
+#include "base/logging.h"
 #include "gradwire/error.h"
 #include "test_util.h"
 

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "core/engine.h"
-#include "core/work_state.h"
+#include "runtime/engine.h"
+#include "base/work_state.h"
 #include "gradwire/error.h"
 #include "gradwire/work.h"
 

@@ -11,9 +11,9 @@
 #include "bootstrap/store_auth.h"
 #include "bootstrap/store_handshake.h"
 #include "bootstrap/store_wire.h"
-#include "core/fingerprint.h"
-#include "core/fr_report.h"
-#include "core/watchdog.h"
+#include "diag/fingerprint.h"
+#include "diag/fr_report.h"
+#include "runtime/watchdog.h"
 #include "gradwire/error.h"
 #include "gradwire/version.h"
 

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <thread>
 
-#include "core/engine.h"
-#include "core/work_state.h"
+#include "runtime/engine.h"
+#include "base/work_state.h"
 #include "gradwire/error.h"
 #include "gradwire/work.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/errors.h"
+#include "base/errors.h"
 #include "transport/ofi/resources.h"
 
 namespace gradwire::transport::ofi {

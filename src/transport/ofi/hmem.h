@@ -2,7 +2,7 @@
 // libfabric with GPU memory (FI_HMEM).
 //
 // Note [GPU memory over libfabric]: a collective on CUDA buffers goes to
-// NCCL when NCCL can be used (transport/nccl/). Where it cannot, libfabric
+// NCCL when NCCL can be used (device/nccl/). Where it cannot, libfabric
 // moves the bytes, in one of two ways:
 //  * direct: the provider reports FI_HMEM (EFA with GPUDirect RDMA, or shm
 //    with CUDA IPC), so device buffers are registered with fi_mr_regattr,

@@ -6,9 +6,9 @@
 #include <mutex>
 #include <string>
 
-#include "core/errors.h"
-#include "core/logging.h"
-#include "core/signals.h"
+#include "base/errors.h"
+#include "base/logging.h"
+#include "base/signals.h"
 #include "gradwire/version.h"
 
 namespace gradwire::transport::ofi {

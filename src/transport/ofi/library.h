@@ -5,7 +5,7 @@
 // exports (everything else in its API is an inline call through the ops
 // tables of the handles these return). Loading it lazily is what lets us
 // undo what its provider libraries do to the process at load time (Note
-// [foreign signal handlers] in core/signals.h): the load and every call
+// [foreign signal handlers] in base/signals.h): the load and every call
 // that may initialise a provider run under a SignalDispositionGuard. A
 // process that never opens a transport (a tool that reads flight-recorder
 // dumps, a Python script that only imports gradwire) never loads it.

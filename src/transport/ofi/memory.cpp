@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "core/errors.h"
+#include "base/errors.h"
 
 namespace gradwire::transport::ofi {
 

@@ -18,7 +18,7 @@
 
 #include <memory>
 
-#include "core/logging.h"
+#include "base/logging.h"
 #include "transport/ofi/library.h"
 
 namespace gradwire::transport::ofi {

@@ -32,8 +32,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/errors.h"
-#include "core/logging.h"
+#include "base/errors.h"
+#include "base/logging.h"
 #include "transport/ofi/memory.h"
 #include "transport/ofi/resources.h"
 

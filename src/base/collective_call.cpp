@@ -1,0 +1,112 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "base/collective_call.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "base/errors.h"
+
+namespace gradwire {
+
+namespace {
+
+constexpr std::string_view kNames[kCollectiveOps] = {
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "barrier", "internal"};
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+const std::byte* at(const void* p, size_t bytes) {
+  return static_cast<const std::byte*>(p) + bytes;
+}
+
+}  // namespace
+
+std::string_view to_string(CollectiveOp op) {
+  return kNames[std::min<size_t>(size_t(op), kCollectiveOps - 1)];
+}
+
+std::string CollectiveCall::describe() const {
+  switch (op) {
+    case CollectiveOp::Barrier:
+    case CollectiveOp::Other: return "";
+    case CollectiveOp::Broadcast:
+      return fmt::format("{} x {} from rank {}", count, to_string(dtype), root);
+    case CollectiveOp::Alltoall: return fmt::format("{} x {} per rank", count, to_string(dtype));
+    case CollectiveOp::Allgather: return fmt::format("{} x {}", count, to_string(dtype));
+    case CollectiveOp::Allreduce:
+    case CollectiveOp::ReduceScatter:
+      return fmt::format("{} x {} {}", count, to_string(dtype), to_string(redop));
+  }
+  return "?";
+}
+
+size_t CollectiveCall::send_bytes(int rank, int size) const {
+  const size_t es = element_size(dtype);
+  switch (op) {
+    case CollectiveOp::Allgather: return shard_count(count, size, rank) * es;
+    case CollectiveOp::Broadcast: return rank == root ? count * es : 0;
+    case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Barrier:
+    case CollectiveOp::Other: return 0;
+    default: return count * es;
+  }
+}
+
+size_t CollectiveCall::recv_bytes(int rank, int size) const {
+  const size_t es = element_size(dtype);
+  switch (op) {
+    case CollectiveOp::ReduceScatter: return shard_count(count, size, rank) * es;
+    case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Barrier:
+    case CollectiveOp::Other: return 0;
+    default: return count * es;
+  }
+}
+
+void validate(const CollectiveCall& c, int rank, int size) {
+  const std::string_view op = c.name();
+  if (c.op == CollectiveOp::Barrier || c.op == CollectiveOp::Other) return;
+  const size_t es = element_size(c.dtype);
+  if (c.count > SIZE_MAX / es / size_t(std::max(1, size))) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",
+          rank, op, c.count, to_string(c.dtype));
+  }
+  if (c.op == CollectiveOp::Broadcast && (c.root < 0 || c.root >= size)) {
+    raise(ErrorCode::InvalidArgument, "rank {}: broadcast root {} is not a rank of this "
+          "communicator (size {})", rank, c.root, size);
+  }
+  const size_t sb = c.send_bytes(rank, size), rb = c.recv_bytes(rank, size);
+  if (sb > 0 && c.send == nullptr) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null send buffer for {} bytes", rank, op,
+          sb);
+  }
+  if (rb > 0 && c.recv == nullptr) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null receive buffer for {} bytes", rank,
+          op, rb);
+  }
+  // In place is send == recv, or, for the sharded collectives, the shard at
+  // its offset inside the full buffer; any other overlap is refused.
+  const void* in_place = c.recv;
+  const char* rule = "send == recv";
+  const size_t shard_at = shard_offset(c.count, size, rank) * es;
+  if (c.op == CollectiveOp::ReduceScatter) {
+    in_place = at(c.send, shard_at);
+    rule = "recv == send + shard_offset(count, size, rank)";
+  } else if (c.op == CollectiveOp::Allgather) {
+    in_place = at(c.recv, shard_at);
+    rule = "send == recv + shard_offset(count, size, rank)";
+  }
+  const bool same = c.op == CollectiveOp::ReduceScatter ? c.recv == in_place : c.send == in_place;
+  if (!same && overlaps(c.send, sb, c.recv, rb)) {
+    raise(ErrorCode::InvalidArgument,
+          "rank {}: {} send and receive buffers overlap without being in place ({})", rank, op,
+          rule);
+  }
+}
+
+}  // namespace gradwire

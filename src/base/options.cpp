@@ -1,0 +1,203 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "gradwire/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "base/errors.h"
+
+extern char** environ;
+
+namespace gradwire {
+
+namespace {
+
+// Every GRADWIRE_* variable gradwire reads. A variable with this prefix
+// that is not listed is an error: a typo must not be silently ignored.
+constexpr std::string_view kKnownVariables[] = {
+    "GRADWIRE_TIMEOUT_S",       "GRADWIRE_OFI_PROVIDER", "GRADWIRE_OFI_IFACE",
+    "GRADWIRE_SMALL_MSG_BYTES", "GRADWIRE_SEGMENT_BYTES", "GRADWIRE_OFI_REGISTER",
+    "GRADWIRE_LOG_LEVEL",       "GRADWIRE_STORE_DIR",    "GRADWIRE_STORE_PORT",
+    "GRADWIRE_CPU_KERNELS",     "GRADWIRE_FR_SIZE",      "GRADWIRE_FR_DIR",
+    "GRADWIRE_DEBUG",           "GRADWIRE_ASYNC_ERROR_HANDLING",
+    "GRADWIRE_STALL_WARN_S",    "GRADWIRE_STALL_SHUTDOWN_S",  // read by the Reducer
+    "GRADWIRE_TRACE_DIR",       "GRADWIRE_HIERARCHICAL", "GRADWIRE_HOST_ID",
+    "GRADWIRE_DEVICE_PATH",     "GRADWIRE_LIBFABRIC",  // transport/ofi/library.cpp
+    "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
+    "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
+};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+// "1048576", "64K", "1M", "2G" (binary units) -> bytes.
+size_t parse_bytes(const char* name, const char* value) {
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(value, &end, 10);
+  if (end == value || errno != 0 || value[0] == '-') {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is not a byte count (expected e.g. 65536, 64K, 1M)",
+          name, value);
+  }
+  std::string_view suffix(end);
+  unsigned long long mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+  else if (!suffix.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' has an unknown unit '{}' (expected K, M or G)",
+          name, value, suffix);
+  }
+  return size_t(n * mult);
+}
+
+}  // namespace
+
+Options Options::with_env_overrides() const {
+  Options o = *this;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (!kv.starts_with("GRADWIRE_")) continue;
+    std::string_view name = kv.substr(0, kv.find('='));
+    if (std::find(std::begin(kKnownVariables), std::end(kKnownVariables), name) !=
+        std::end(kKnownVariables)) {
+      continue;
+    }
+    std::string_view best;
+    size_t best_d = SIZE_MAX;
+    for (auto known : kKnownVariables) {
+      size_t d = edit_distance(name, known);
+      if (d < best_d) best_d = d, best = known;
+    }
+    std::string hint = best_d <= 4 ? fmt::format("; did you mean {}?", best) : "";
+    std::string all;
+    for (auto known : kKnownVariables) all += (all.empty() ? "" : ", ") + std::string(known);
+    raise(ErrorCode::InvalidArgument, "environment variable {} is not one gradwire knows{} (known: {})",
+          name, hint, all);
+  }
+  if (const char* v = env("GRADWIRE_TIMEOUT_S")) {
+    errno = 0;
+    char* end = nullptr;
+    double s = std::strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !(s > 0) || !std::isfinite(s) || s > 1e7) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_TIMEOUT_S='{}' is not a positive number of seconds (e.g. 300 or 0.5)", v);
+    }
+    o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(s * 1000.0)));
+  }
+  if (const char* v = env("GRADWIRE_OFI_PROVIDER")) o.provider = v;
+  if (const char* v = env("GRADWIRE_OFI_IFACE")) o.iface = v;
+  if (const char* v = env("GRADWIRE_SMALL_MSG_BYTES"))
+    o.small_message_bytes = parse_bytes("GRADWIRE_SMALL_MSG_BYTES", v);
+  if (const char* v = env("GRADWIRE_SEGMENT_BYTES"))
+    o.segment_bytes = parse_bytes("GRADWIRE_SEGMENT_BYTES", v);
+  if (const char* v = env("GRADWIRE_OFI_REGISTER")) {
+    std::string_view s(v);
+    if (s == "always") o.always_register = true;
+    else if (s == "auto") o.always_register = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_OFI_REGISTER='{}' must be 'auto' or 'always'", v);
+  }
+  if (const char* v = env("GRADWIRE_LOG_LEVEL")) o.log_level = v;
+  if (const char* v = env("GRADWIRE_HIERARCHICAL")) {
+    std::string_view s(v);
+    if (s == "auto") o.hierarchical = true;
+    else if (s == "off") o.hierarchical = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_HIERARCHICAL='{}' must be 'auto' or 'off'", v);
+  }
+  if (const char* v = env("GRADWIRE_HOST_ID")) o.host_id = v;
+  if (const char* v = env("GRADWIRE_DEVICE_PATH")) {
+    std::string_view s(v);
+    if (s != "auto" && s != "nccl" && s != "staged") {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_DEVICE_PATH='{}' must be 'auto', 'nccl' or 'staged'", v);
+    }
+    o.device_path = v;
+  }
+  if (const char* v = env("GRADWIRE_FR_SIZE")) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > (1u << 24)) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, 16777216] (0 = off)", v);
+    }
+    o.flight_recorder_size = size_t(n);
+  }
+  if (const char* v = env("GRADWIRE_FR_DIR")) o.flight_recorder_dir = v;
+  if (const char* v = env("GRADWIRE_TRACE_DIR")) o.trace_dir = v;
+  if (const char* v = env("GRADWIRE_DEBUG")) {
+    std::string s(v);
+    for (auto& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (s == "DETAIL") o.debug_detail = true;
+    else if (s == "OFF" || s == "INFO") o.debug_detail = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_DEBUG='{}' must be OFF, INFO or DETAIL", v);
+  }
+  if (const char* v = env("GRADWIRE_ASYNC_ERROR_HANDLING")) {
+    std::string_view s(v);
+    if (s == "abort") o.abort_process_on_error = true;
+    else if (s == "raise") o.abort_process_on_error = false;
+    else raise(ErrorCode::InvalidArgument,
+               "GRADWIRE_ASYNC_ERROR_HANDLING='{}' must be 'raise' or 'abort'", v);
+  }
+  return o;
+}
+
+void Options::validate() const {
+  if (timeout.count() <= 0) {
+    raise(ErrorCode::InvalidArgument, "Options::timeout must be positive (got {} ms)", timeout.count());
+  }
+  if (device_path != "auto" && device_path != "nccl" && device_path != "staged") {
+    raise(ErrorCode::InvalidArgument,
+          "Options::device_path / GRADWIRE_DEVICE_PATH = '{}' must be 'auto', 'nccl' or 'staged'",
+          device_path);
+  }
+  if (segment_bytes < 4096 || segment_bytes > (size_t(1) << 30)) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::segment_bytes / GRADWIRE_SEGMENT_BYTES = {} is out of range [4096, 1G]",
+          segment_bytes);
+  }
+  if (small_message_bytes > (size_t(1) << 30)) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::small_message_bytes / GRADWIRE_SMALL_MSG_BYTES = {} is larger than 1G",
+          small_message_bytes);
+  }
+  static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn",
+                                                 "error", "critical", "off"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), log_level) == std::end(kLevels)) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::log_level / GRADWIRE_LOG_LEVEL = '{}' is not one of trace, debug, info, warn, "
+          "error, critical, off",
+          log_level);
+  }
+  for (char c : provider) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '_' || c == '-')) {
+      raise(ErrorCode::InvalidArgument,
+            "Options::provider / GRADWIRE_OFI_PROVIDER = '{}' is not a libfabric provider name "
+            "(e.g. shm, tcp;ofi_rxm, efa)",
+            provider);
+    }
+  }
+}
+
+}  // namespace gradwire

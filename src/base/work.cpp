@@ -1,0 +1,112 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "gradwire/work.h"
+
+#include "base/errors.h"
+#include "base/logging.h"
+#include "base/work_state.h"
+
+namespace gradwire {
+
+namespace detail {
+
+void WorkState::mark_started() {
+  std::lock_guard<std::mutex> lk(mu);
+  phase = Phase::Running;
+  started = Clock::now();
+}
+
+void WorkState::finish(std::exception_ptr err) {
+  // Callbacks run before the Work reads as done, so a caller whose wait()
+  // returns may rely on what its callbacks did. A callback may register
+  // another one: keep draining until none is left.
+  std::unique_lock<std::mutex> lk(mu);
+  error = err;
+  for (;;) {
+    std::vector<std::function<void(std::exception_ptr)>> fns;
+    fns.swap(callbacks);
+    if (fns.empty()) break;
+    lk.unlock();
+    for (auto& fn : fns) {
+      try {
+        fn(err);
+      } catch (const std::exception& e) {
+        log().error("a completion callback of {} threw (callbacks must not throw): {}",
+                    description, e.what());
+      }
+    }
+    lk.lock();
+  }
+  phase = Phase::Done;
+  lk.unlock();
+  cv.notify_all();
+}
+
+}  // namespace detail
+
+namespace {
+
+detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
+  if (!s) raise(ErrorCode::InvalidArgument, "this Work is empty (default-constructed)");
+  return *s;
+}
+
+}  // namespace
+
+void Work::wait() const {
+  auto& s = checked(state_);
+  std::unique_lock<std::mutex> lk(s.mu);
+  while (s.phase != detail::WorkState::Phase::Done) {
+    s.cv.wait_for(lk, std::chrono::milliseconds(100));
+    if (s.phase == detail::WorkState::Phase::Running &&
+        Clock::now() > s.started + s.timeout + detail::engine_slack(s.timeout)) {
+      double secs = std::chrono::duration<double>(Clock::now() - s.started).count();
+      raise(ErrorCode::Timeout,
+            "{} has been running for {:.1f} s, past its deadline of {:.1f} s: the engine thread "
+            "is not making progress (likely a bug in gradwire or a hung provider)",
+            s.description, secs, std::chrono::duration<double>(s.timeout).count());
+    }
+  }
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+void Work::wait(std::chrono::milliseconds timeout) const {
+  auto& s = checked(state_);
+  std::unique_lock<std::mutex> lk(s.mu);
+  if (!s.cv.wait_for(lk, timeout, [&] { return s.phase == detail::WorkState::Phase::Done; })) {
+    raise(ErrorCode::Timeout, "waited {:.3f} s for {}, which is still {}", 
+          std::chrono::duration<double>(timeout).count(), s.description,
+          s.phase == detail::WorkState::Phase::Queued ? "queued behind earlier collectives"
+                                                      : "running");
+  }
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+bool Work::test() const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->phase == detail::WorkState::Phase::Done;
+}
+
+std::exception_ptr Work::error() const {
+  if (!state_) return nullptr;
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->error;
+}
+
+void Work::then(std::function<void(std::exception_ptr)> fn) const {
+  auto& s = checked(state_);
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.phase != detail::WorkState::Phase::Done) {
+      s.callbacks.push_back(std::move(fn));
+      return;
+    }
+    err = s.error;
+  }
+  fn(err);
+}
+
+std::string Work::describe() const { return state_ ? state_->description : "(empty Work)"; }
+
+}  // namespace gradwire

@@ -1,0 +1,49 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/deadline.h"
+
+namespace gradwire::detail {
+
+// How long past an operation's own deadline the engine may take before it
+// counts as stuck: the time it needs to notice the deadline and cancel
+// transfers. Past it, waiting longer would only hide a stuck engine (a
+// hung provider call, a bug), so waiters and shutdown stop waiting.
+inline std::chrono::milliseconds engine_slack(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(5000), timeout / 10);
+}
+
+// Shared between a Work (any number of copies, any thread) and the engine
+// thread that runs the operation.
+struct WorkState {
+  enum class Phase { Queued, Running, Done };
+
+  WorkState(std::string description, std::chrono::milliseconds timeout)
+      : description(std::move(description)), timeout(timeout) {}
+
+  void mark_started();
+  // Records the outcome, wakes waiters, then runs the callbacks (outside the
+  // lock, on the calling thread).
+  void finish(std::exception_ptr err);
+
+  const std::string description;
+  const std::chrono::milliseconds timeout;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::Queued;
+  Clock::time_point started{};
+  std::exception_ptr error;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
+};
+
+}  // namespace gradwire::detail

@@ -1,0 +1,89 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder: the last N collectives of this process (every
+// communicator), kept so that a timeout or error can say what each rank was
+// doing. Dumped as JSON (Note [flight recorder dump format]) and read back
+// by tools/gradwire-fr (diag/fr_report.h).
+//
+// Note [recording is a few stores]: the hot path (queued, started, done)
+// claims a slot with one fetch_add and writes relaxed atomics into a ring
+// allocated once; no lock, no allocation. A reader (the dump) may see a slot
+// being rewritten; each slot carries the id of its record, and the dump
+// skips slots whose id changed while it read them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/collective_call.h"
+#include "gradwire/types.h"
+
+namespace gradwire::fr {
+
+enum class State : uint8_t { Queued, Started, Completed, Failed };
+std::string_view to_string(State s);
+State parse_state(std::string_view s);
+
+// Microseconds since the Unix epoch (comparable between ranks of one host),
+// to a scheduler tick (Note [coarse clock]).
+int64_t now_us();
+
+class Recorder {
+ public:
+  // The process's recorder; configure() sets its size once (the first
+  // communicator's Options::flight_recorder_size), later calls are ignored.
+  static Recorder& instance();
+  void configure(size_t entries, std::string dir, int world_rank, int world_size);
+  bool enabled() const { return capacity_ > 0; }
+
+  // A communicator's index in dumps; its name, rank and size in it.
+  uint16_t register_comm(const std::string& name, int rank, int size);
+  // Returns the record id for started()/done(); 0 when disabled.
+  uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveCall& call);
+  void started(uint64_t id);
+  void done(uint64_t id, bool ok);
+  // The error that ended a communicator's collective `seq` (first one kept).
+  void set_error(uint16_t comm, uint32_t seq, const std::string& message);
+
+  // Writes <dir>/gradwire-fr-rank<R>.json (atomically, via rename) once per
+  // process: the first reason wins, later calls return the same path.
+  // Returns the path, or "" if disabled or the write failed (logged).
+  std::string dump(const std::string& reason);
+  // The JSON document dump() writes.
+  std::string to_json(const std::string& reason) const;
+  std::string dump_path() const;
+
+ private:
+  struct Slot {
+    std::atomic<uint64_t> id{0};  // 0: empty or being written
+    std::atomic<uint32_t> seq{0};
+    std::atomic<uint16_t> comm{0};
+    std::atomic<uint8_t> op{0}, dtype{0}, redop{0}, state{0}, has_redop{0};
+    std::atomic<int32_t> root{-1};
+    std::atomic<uint64_t> count{0};
+    std::atomic<int64_t> queued_us{0}, started_us{0}, done_us{0};
+  };
+  struct Comm {
+    std::string name;
+    int rank = 0, size = 0;
+    uint32_t error_seq = 0;
+    std::string error;
+  };
+
+  size_t capacity_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> next_id_{0};
+  mutable std::mutex mu_;  // comms_, dir_, dump state; never on the hot path
+  std::vector<Comm> comms_;
+  std::string dir_;
+  int world_rank_ = 0, world_size_ = 1;
+  bool configured_ = false;
+  std::string dumped_path_;
+  bool dumped_ = false;
+};
+
+}  // namespace gradwire::fr

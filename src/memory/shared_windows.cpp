@@ -1,0 +1,143 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "memory/shared_windows.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "bootstrap/socket.h"
+#include "base/errors.h"
+#include "base/logging.h"
+#include "gradwire/shared_buffer.h"
+
+namespace gradwire {
+
+namespace shared {
+
+Mapping::~Mapping() {
+  if (data_) munmap(data_, length_);
+}
+
+Mapping& Mapping::operator=(Mapping&& o) noexcept {
+  if (this != &o) {
+    if (data_) munmap(data_, length_);
+    data_ = std::exchange(o.data_, nullptr);
+    length_ = std::exchange(o.length_, 0);
+  }
+  return *this;
+}
+
+std::optional<Location> Windows::find(const void* p, size_t bytes) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [id, w] : windows_) {
+    const std::byte* base = w.maps[rank_].data();
+    if (b >= base && b + bytes <= base + w.bytes[rank_]) return Location{id, uint64_t(b - base)};
+  }
+  return std::nullopt;
+}
+
+std::byte* Windows::address(int r, uint32_t id, uint64_t offset, size_t bytes) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = windows_.find(id);
+  if (it == windows_.end() || r < 0 || r >= size_) return nullptr;
+  const size_t have = it->second.bytes[r];
+  if (offset > have || bytes > have - offset) return nullptr;
+  return it->second.maps[r].data() + offset;
+}
+
+void Windows::set_controls(std::vector<Mapping> controls) {
+  controls_ = std::move(controls);
+  active_ = true;
+}
+
+void Windows::add(uint32_t id, std::vector<Mapping> maps, std::vector<size_t> bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  windows_[id] = Window{std::move(maps), std::move(bytes)};
+}
+
+void Windows::release(uint32_t id) {
+  Window gone;  // unmapped outside the lock
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = windows_.find(id);
+  if (it == windows_.end()) return;
+  gone = std::move(it->second);
+  windows_.erase(it);
+}
+
+size_t page_round(size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return std::max(page, (bytes + page - 1) / page * page);
+}
+
+namespace {
+
+std::string unique_name(uint32_t id) {
+  std::random_device rd;
+  return fmt::format("/gw_{}_{:08x}{:08x}_{}", getpid(), rd(), rd(), id);
+}
+
+}  // namespace
+
+Created create_segment(size_t bytes, uint32_t id) {
+  Created c;
+  const size_t length = page_round(bytes);
+  c.name = unique_name(id);
+  int fd = shm_open(c.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd >= 0 && ftruncate(fd, off_t(length)) == 0) {
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) c.map = Mapping(static_cast<std::byte*>(p), length);
+  }
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (c.map.data()) return c;
+  c.error = fmt::format("creating {} of {} bytes: {}", c.name, length, bootstrap::errno_text(err));
+  if (fd >= 0) shm_unlink(c.name.c_str());
+  c.name.clear();
+  // Private memory instead, so the caller still gets a buffer.
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    raise(ErrorCode::InvalidArgument, "allocate_shared: cannot allocate {} bytes: {}", length,
+          bootstrap::errno_text(errno));
+  }
+  c.map = Mapping(static_cast<std::byte*>(p), length);
+  return c;
+}
+
+Mapping open_segment(const std::string& name, size_t length, std::string& error) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    error = fmt::format("opening {}: {}", name, bootstrap::errno_text(errno));
+    return {};
+  }
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    error = fmt::format("mapping {}: {}", name, bootstrap::errno_text(err));
+    return {};
+  }
+  return Mapping(static_cast<std::byte*>(p), length);
+}
+
+}  // namespace shared
+
+detail::SharedAllocation::~SharedAllocation() {
+  if (owner) owner->release(id);
+}
+
+SharedBuffer::SharedBuffer(std::shared_ptr<detail::SharedAllocation> allocation)
+    : allocation_(std::move(allocation)),
+      data_(allocation_ ? allocation_->data : nullptr),
+      size_(allocation_ ? allocation_->bytes : 0) {}
+
+SharedBuffer::~SharedBuffer() = default;
+
+bool SharedBuffer::direct() const { return allocation_ && allocation_->direct; }
+
+}  // namespace gradwire

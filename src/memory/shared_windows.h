@@ -1,0 +1,142 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Memory the ranks of one host map from each other (POSIX shared memory),
+// behind Communicator::allocate_shared() and the direct collectives
+// (src/collectives/direct.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradwire {
+
+class CommunicatorImpl;
+
+namespace shared {
+
+// One mmap'ed region; unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(std::byte* data, size_t length) : data_(data), length_(length) {}
+  ~Mapping();
+  Mapping(Mapping&& o) noexcept { *this = std::move(o); }
+  Mapping& operator=(Mapping&& o) noexcept;
+  std::byte* data() const { return data_; }
+  size_t length() const { return length_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t length_ = 0;
+};
+
+// What a rank publishes for each direct-path collective (Note [the direct
+// handshake] in direct.cpp). Plain data in shared memory.
+struct Descriptor {
+  static constexpr uint32_t kNoWindow = UINT32_MAX;
+  uint64_t seq1 = 0;  // sequence number + 1 (0: never written)
+  uint8_t kind = 0;   // CollectiveOp
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t pad = 0;
+  uint32_t send_window = kNoWindow, recv_window = kNoWindow;
+  uint64_t count = 0;
+  uint64_t send_offset = 0, recv_offset = 0;
+};
+
+// One per rank, in that rank's control segment. Flags sit on their own
+// cache lines: every peer polls them.
+struct Control {
+  alignas(64) std::atomic<uint64_t> arrived{0};   // seq + 1 of the last handshake entered
+  alignas(64) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
+  alignas(64) Descriptor desc[2];                 // indexed by seq % 2
+};
+
+// Where a buffer lies in this rank's windows.
+struct Location {
+  uint32_t window = Descriptor::kNoWindow;
+  uint64_t offset = 0;
+};
+
+// The windows of one communicator. Created by the first allocate_shared()
+// (collective), shared by the communicator, its queued collectives and every
+// SharedBuffer, so any of them may go first.
+class Windows {
+ public:
+  Windows(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // True when every rank maps every other rank's control segment: then the
+  // reduce_scatter, allgather and allreduce of the communicator handshake
+  // through them and take the direct path when their buffers allow it.
+  bool active() const { return active_; }
+  Control& control(int r) const { return *reinterpret_cast<Control*>(controls_[r].data()); }
+
+  // The window holding [p, p + bytes) among this rank's own, if any.
+  std::optional<Location> find(const void* p, size_t bytes) const;
+  // Rank r's memory at `offset` of window `id`, or nullptr if this rank does
+  // not map such a window or [offset, offset + bytes) lies outside it.
+  std::byte* address(int r, uint32_t id, uint64_t offset, size_t bytes) const;
+
+  // Called by allocate().
+  void set_controls(std::vector<Mapping> controls);
+  void add(uint32_t id, std::vector<Mapping> maps, std::vector<size_t> bytes);
+  void release(uint32_t id);
+  uint32_t next_id() { return next_id_++; }
+
+ private:
+  struct Window {
+    std::vector<Mapping> maps;  // by rank; own included
+    std::vector<size_t> bytes;  // usable bytes per rank
+  };
+  const int rank_, size_;
+  bool active_ = false;
+  std::vector<Mapping> controls_;
+  mutable std::mutex mu_;
+  std::map<uint32_t, Window> windows_;
+  uint32_t next_id_ = 0;
+};
+
+}  // namespace shared
+
+namespace detail {
+// What a SharedBuffer holds; releases its window when the last one goes.
+struct SharedAllocation {
+  std::shared_ptr<shared::Windows> owner;  // null for a private fallback
+  uint32_t id = shared::Descriptor::kNoWindow;
+  shared::Mapping own;                     // only for a private fallback
+  std::byte* data = nullptr;
+  size_t bytes = 0;
+  bool direct = false;
+  ~SharedAllocation();
+};
+}  // namespace detail
+
+namespace shared {
+// A POSIX shared-memory segment of at least `bytes` (whole pages), created
+// and mapped by this rank under a fresh name; when /dev/shm refuses, private
+// memory with `name` empty and `error` saying why.
+struct Created {
+  std::string name;  // "" if shm_open failed
+  std::string error;
+  Mapping map;
+};
+Created create_segment(size_t bytes, uint32_t id);
+// Maps a peer's segment; empty Mapping with `error` set on failure.
+Mapping open_segment(const std::string& name, size_t length, std::string& error);
+size_t page_round(size_t bytes);
+
+// Collective over the communicator (runtime/shared_allocate.cpp): every rank
+// calls it (sizes may differ). Falls back to private memory (direct = false
+// on every rank, with the reason logged) when the ranks do not share a host
+// or /dev/shm.
+std::shared_ptr<detail::SharedAllocation> allocate(CommunicatorImpl& comm, size_t bytes);
+}  // namespace shared
+
+}  // namespace gradwire

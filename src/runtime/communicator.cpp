@@ -1,0 +1,350 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The Communicator: argument validation on the caller's thread, then
+// collectives queued to the engine thread.
+#include "gradwire/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "collectives/plan.h"
+#include "runtime/communicator_impl.h"
+#include "base/errors.h"
+#include "diag/fingerprint.h"
+#include "runtime/hierarchical.h"
+#include "base/logging.h"
+#include "runtime/setup.h"
+#include "diag/trace.h"
+#include "gradwire/device_stream.h"
+
+namespace gradwire {
+
+CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
+                                   std::string name_in,
+                                   std::unique_ptr<bootstrap::Bootstrap> bootstrap_in,
+                                   std::unique_ptr<transport::Transport> transport_in,
+                                   std::string iface_in)
+    : options(std::move(options_in)), rank(rank_in), size(size_in), name(std::move(name_in)),
+      iface(std::move(iface_in)), bootstrap(std::move(bootstrap_in)),
+      transport(std::move(transport_in)),
+      engine_(std::make_unique<Engine>("gradwire " + name)) {
+  world_rank = rank;  // setup::split overrides it for sub-communicators
+  auto& recorder = fr::Recorder::instance();
+  // The first communicator of the process (the world) sizes the recorder.
+  recorder.configure(options.flight_recorder_size, options.flight_recorder_dir, rank, size);
+  fr_comm_ = recorder.register_comm(name, rank, size);
+  trace::configure(options.trace_dir, rank);
+  watchdog_ = std::make_unique<Watchdog>(*this, bootstrap ? bootstrap->store() : nullptr);
+  // Note [device host]: what the device layer may use of this communicator.
+  device::Host host;
+  host.rank = rank;
+  host.size = size;
+  host.name = name;
+  host.options = options;
+  host.allgather_blobs = [this](const std::string& mine) { return allgather_blobs(mine); };
+  host.submit = [this](const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
+                       const CallLabel& label) { return submit(call, std::move(fn), label); };
+  devices = std::make_unique<device::Router>(std::move(host));
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  if (!watchdog_->stop()) {
+    // Its thread may still return into the store (Note [watchdog]).
+    (void)bootstrap.release();
+    (void)watchdog_.release();
+  }
+  engine_.reset();  // finishes queued collectives (each bounded by its deadline)
+  if (name == "world") trace::flush();
+}
+
+Work CommunicatorImpl::submit(const CollectiveCall& info,
+                              std::function<void(collectives::Context&)> fn, const Label& label) {
+  const std::string_view op = label.name.empty() ? info.name() : label.name;
+  const std::string detail = label.name.empty() ? info.describe() : label.detail;
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
+          rank, op, name, abort_reason_);
+  }
+  if (job::failed_flag().load(std::memory_order_acquire)) {
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank, op, name,
+          job::failure_reason());
+  }
+  std::lock_guard<std::mutex> lk(submit_mu_);
+  const uint32_t seq = next_seq_++;
+  std::string what = fmt::format("rank {}{}: {} #{}{}", rank,
+                                 name == "world" ? "" : fmt::format(" of {}", name), op, seq,
+                                 detail.empty() ? "" : fmt::format(" ({})", detail));
+  auto state = std::make_shared<detail::WorkState>(what, options.timeout);
+  // Note [recording is a few stores] in diag/flight_recorder.h.
+  const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
+  const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
+  engine_->submit(state, [this, seq, record, info, what, queued_us, op = std::string(op),
+                          fn = std::move(fn)](detail::WorkState&) {
+    auto& recorder = fr::Recorder::instance();
+    recorder.started(record);
+    // The timeline (diag/trace.h): queued and running phases of each collective.
+    const int64_t started_us = queued_us ? trace::now_us() : 0;
+    auto trace_end = [&](bool ok) {
+      if (!queued_us) return;
+      const std::string label = fmt::format("{} #{}", op, seq);
+      trace::span(name, label + " queued", "queued", queued_us, started_us);
+      trace::span(name, label, "collective", started_us, trace::now_us(),
+                  fmt::format("\"detail\": \"{}\", \"ok\": {}", info.describe(), ok));
+    };
+    if (aborted_) {
+      recorder.done(record, false);
+      std::lock_guard<std::mutex> lk(state_mu_);
+      raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what,
+            abort_reason_);
+    }
+    collectives::Context ctx(*transport, rank, size, seq, Deadline::after(options.timeout),
+                             options, scratch_, what);
+    ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
+    try {
+      if (job::failed_flag().load(std::memory_order_acquire)) {
+        raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
+      }
+      last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
+      if (options.debug_detail && info.op != CollectiveOp::Other) {
+        check_fingerprint(ctx, make_fingerprint(seq, info));
+      }
+      fn(ctx);
+    } catch (const Error& e) {
+      // Note [a failed collective aborts its communicator]: peers may be
+      // mid-way through this collective with transfers posted into our
+      // buffers; the message schedule is no longer shared. Cancel everything
+      // so no user buffer is written later, and refuse further collectives.
+      recorder.done(record, false);
+      trace_end(false);
+      // Note [reach report] in diag/reach.h: which ranks had reached this
+      // collective, before the failure is published (so the ranks it
+      // interrupts repeat it), unless another rank's report caused it.
+      std::string reach;
+      if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
+          !job::failed_flag().load(std::memory_order_acquire)) {
+        reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
+      }
+      fail_communicator(e.what() + reach, seq, e.code());
+      if (reach.empty()) throw;
+      throw Error(e.code(), e.message() + reach);
+    } catch (const std::exception& e) {
+      recorder.done(record, false);
+      trace_end(false);
+      fail_communicator(e.what(), seq, ErrorCode::Internal);
+      raise(ErrorCode::Internal, "{}: {}", what, e.what());
+    }
+    recorder.done(record, true);
+    trace_end(true);
+  });
+  return Work(state);
+}
+
+void CommunicatorImpl::fail_communicator(const std::string& reason, uint32_t seq,
+                                         ErrorCode code) {
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (aborted_) return;
+    abort_reason_ = reason;
+    aborted_ = true;
+  }
+  log().error("{}", reason);
+  transport->cancel_all();
+  on_failure(reason, seq, code);
+}
+
+void CommunicatorImpl::on_failure(const std::string& reason, uint32_t seq, ErrorCode code) {
+  auto& recorder = fr::Recorder::instance();
+  recorder.set_error(fr_comm_, seq, reason);
+  // A failure caused by another rank's report is not news to the job.
+  if (!job::failed_flag().load(std::memory_order_acquire)) job::report_failure(world_rank, reason, code);
+  recorder.dump(reason);
+  if (options.abort_process_on_error) {
+    // The watchdog would publish on its next tick; the process will not
+    // live that long.
+    if (bootstrap && bootstrap->store()) job::exchange(*bootstrap->store(), world_rank, options);
+    log().critical("rank {}: aborting the process after: {} (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
+                   world_rank, reason);
+    std::abort();
+  }
+}
+
+// Called by the watchdog: the engine thread is inside an operation past its
+// deadline plus slack and may never return. Nothing here may touch the
+// transport (the stuck thread owns it).
+void CommunicatorImpl::engine_stuck(const std::string& what) {
+  const std::string reason = fmt::format(
+      "{} is still running past its deadline of {:.1f} s: the engine thread of communicator {} "
+      "is stuck (likely a hung provider call or a bug in gradwire); the communicator is aborted",
+      what, std::chrono::duration<double>(options.timeout).count(), name);
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (!aborted_) {
+      abort_reason_ = reason;
+      aborted_ = true;
+    }
+  }
+  log().error("{}", reason);
+  const size_t n = engine_->fail_queued(std::make_exception_ptr(
+      Error(ErrorCode::Timeout, fmt::format("rank {}: a collective queued on communicator {} "
+                                            "will never run: {}", rank, name, reason))));
+  if (n > 0) log().error("rank {}: failed {} queued collectives of {}", rank, n, name);
+  const size_t hash = what.find('#');  // "rank 0: allreduce #12 (...)"
+  on_failure(reason, hash == std::string::npos ? 0 : uint32_t(std::atoi(what.c_str() + hash + 1)),
+             ErrorCode::Timeout);
+}
+
+void CommunicatorImpl::abort(const std::string& reason) {
+  // Marks the communicator first so queued collectives fail fast, then
+  // cancels on the engine thread (the transport is single-threaded), and
+  // waits for that so no buffer is touched after abort() returns.
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (!aborted_) {
+      abort_reason_ = fmt::format("abort() called on rank {}: {}", rank, reason);
+      aborted_ = true;
+    }
+  }
+  auto state = std::make_shared<detail::WorkState>("abort", options.timeout);
+  engine_->submit(state, [this](detail::WorkState&) { transport->cancel_all(); });
+  Work(state).wait();
+}
+
+std::vector<std::string> CommunicatorImpl::allgather_blobs(const std::string& mine) {
+  std::vector<int64_t> lengths(size);
+  int64_t my_len = int64_t(mine.size());
+  auto run = [&](const void* send, void* recv, size_t count, DataType dt) {
+    return submit({}, [=](collectives::Context& ctx) {
+      collectives::allgather(ctx, send, recv, count, dt);
+    }, {"allgather", "bootstrap"});
+  };
+  run(&my_len, lengths.data(), size_t(size), DataType::Int64).wait();
+  const size_t max_len = size_t(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = mine;
+  padded.resize(max_len);
+  std::vector<char> all(max_len * size);
+  if (max_len > 0) run(padded.data(), all.data(), all.size(), DataType::UInt8).wait();
+  std::vector<std::string> out(size);
+  for (int r = 0; r < size; ++r) out[r].assign(all.data() + r * max_len, size_t(lengths[r]));
+  return out;
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() {
+  if (impl_ && !impl_->shutdown()) {
+    // Note [a stuck engine is leaked]: its thread still uses the transport
+    // and the scratch memory; freeing them would crash it, joining it would
+    // hang this process forever. Its watchdog has reported it already.
+    impl_->stop_watchdog();
+    (void)impl_.release();
+  }
+}
+
+std::unique_ptr<Communicator> Communicator::create(const Options& options) {
+  return create(options, Rendezvous::from_environment());
+}
+
+std::unique_ptr<Communicator> Communicator::create(const Options& options,
+                                                   const Rendezvous& rendezvous) {
+  return std::unique_ptr<Communicator>(new Communicator(setup::create_world(options, rendezvous)));
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+std::string Communicator::provider() const { return impl_->transport->properties().provider; }
+const Options& Communicator::options() const { return impl_->options; }
+int Communicator::host_count() const { return impl_->host_count; }
+bool Communicator::hierarchical() const { return impl_->host_local != nullptr; }
+void Communicator::abort(const std::string& reason) {
+  impl_->devices->abort(reason);  // device collectives too
+  if (impl_->host_local) impl_->host_local->abort(reason);
+  if (impl_->cross_host) impl_->cross_host->abort(reason);
+  impl_->abort(reason);
+}
+
+std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks) {
+  auto child = setup::split(*impl_, ranks);
+  if (!child) return nullptr;
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
+namespace {
+
+// Note [the direct path] in collectives/direct.cpp: once allocate_shared()
+// has mapped the ranks' control segments, every allreduce, reduce_scatter
+// and allgather handshakes through them, whatever its buffers, so all ranks
+// decide together whether it runs directly.
+struct Direct {
+  std::shared_ptr<shared::Windows> windows;
+  collectives::DirectCall call;
+};
+
+Direct direct_call(CommunicatorImpl& c, const CollectiveCall& call) {
+  if (!collectives::direct_path_takes(call.op)) return {};
+  Direct d{c.direct_windows(), {call, {}, {}}};
+  if (d.windows) {
+    const size_t sb = call.send_bytes(c.rank, c.size), rb = call.recv_bytes(c.rank, c.size);
+    d.call.send_at = d.windows->find(call.send, sb).value_or(shared::Location{});
+    d.call.recv_at = d.windows->find(call.recv, rb).value_or(shared::Location{});
+  }
+  return d;
+}
+
+}  // namespace
+
+Work CommunicatorImpl::start(const CollectiveCall& call) {
+  validate(call, rank, size);
+  // 1. CUDA buffers: the device path (Note [device-buffer dispatch]).
+  if (auto* gpu = devices->route(call)) {
+    return gpu->submit(call, DeviceStreamScope::current());
+  }
+  // 2-4 run on the engine thread, decided here from what every rank knows
+  // alike (the direct path's handshake makes the last decision together).
+  const Direct direct = direct_call(*this, call);
+  // Note [hierarchical allreduce]; small buffers stay latency-optimal.
+  const bool hierarchical =
+      call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&
+      collectives::choose_allreduce(call.recv_bytes(rank, size), size, options) ==
+          collectives::Algorithm::Ring;
+  return submit(call, [this, call, direct, hierarchical](collectives::Context& ctx) {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
+    if (hierarchical) {
+      ctx.set_algorithm("hierarchical");
+      hierarchical_allreduce(*this, call.send, call.recv, call.count, call.dtype, call.redop);
+      return;
+    }
+    collectives::run(ctx, call);
+  });
+}
+
+SharedBuffer Communicator::allocate_shared(size_t bytes) {
+  return SharedBuffer(shared::allocate(*impl_, bytes));
+}
+
+Work Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                             ReduceOp op) {
+  return impl_->start(CollectiveCall::allreduce(send, recv, count, dtype, op));
+}
+
+Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op) {
+  return impl_->start(CollectiveCall::reduce_scatter(send, recv, count, dtype, op));
+}
+
+Work Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
+  return impl_->start(CollectiveCall::allgather(send, recv, count, dtype));
+}
+
+Work Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return impl_->start(CollectiveCall::broadcast(send, recv, count, dtype, root));
+}
+
+Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) {
+  return impl_->start(CollectiveCall::alltoall(send, recv, count_per_rank, dtype));
+}
+
+Work Communicator::barrier() { return impl_->start(CollectiveCall::barrier()); }
+
+}  // namespace gradwire

@@ -1,0 +1,113 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/context.h"
+#include "base/collective_call.h"
+#include "runtime/engine.h"
+#include "diag/flight_recorder.h"
+#include "memory/shared_windows.h"
+#include "runtime/watchdog.h"
+#include "gradwire/communicator.h"
+#include "transport/transport.h"
+#include "device/backend.h"
+
+namespace gradwire {
+
+// Everything a Communicator owns. Member order is destruction order in
+// reverse: the engine (last member) stops first, then the transport closes,
+// then the bootstrap (whose TCP store other ranks may still be reading).
+class CommunicatorImpl {
+ public:
+  CommunicatorImpl(Options options, int rank, int size, std::string name,
+                   std::unique_ptr<bootstrap::Bootstrap> bootstrap,
+                   std::unique_ptr<transport::Transport> transport, std::string iface);
+  ~CommunicatorImpl();
+
+  // The router (Note [one collective call]): validates `call`, then runs it
+  // by the first strategy that takes it: the device path (NCCL or staged)
+  // for CUDA buffers, else on the engine thread the direct path between
+  // shared buffers, the hierarchical allreduce across hosts, or the
+  // transport algorithm.
+  Work start(const CollectiveCall& call);
+
+  using Label = CallLabel;
+  // Enqueues `fn` as `call` and returns its Work. The description
+  // ("rank 0: allreduce #12 (1048576 x float32 sum)"), the flight-recorder
+  // record and, with GRADWIRE_DEBUG=DETAIL, the fingerprint the ranks compare
+  // first derive from `call` (no fingerprint for CollectiveOp::Other:
+  // internal exchanges, which name themselves with `label`).
+  Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
+              const Label& label = {});
+  void abort(const std::string& reason);
+  // Finishes queued work; false if the engine is stuck (then this object
+  // must be leaked, Note [a stuck engine is leaked]).
+  bool shutdown() { return engine_->shutdown(); }
+  // Every rank's blob (synchronous; runs two allgathers on this communicator).
+  std::vector<std::string> allgather_blobs(const std::string& mine);
+  // For the watchdog (Note [watchdog]).
+  Engine& engine() { return *engine_; }
+  void stop_watchdog() {
+    if (!watchdog_->stop()) (void)bootstrap.release();  // Note [watchdog]
+  }
+  void engine_stuck(const std::string& what);
+  // Note [reach report] in diag/reach.h: the sequence number of the last
+  // collective the engine started (-1: none yet), published by the watchdog.
+  std::atomic<int64_t> last_started{-1};
+  // Shared with the watchdog thread, and outliving it if it is detached:
+  // the engine thread asks for reach reports through this, never through
+  // watchdog_ (which a stuck communicator releases).
+  const std::shared_ptr<Watchdog::Shared> watchdog_state = std::make_shared<Watchdog::Shared>();
+  // The communicator's rank in the world, for messages and dumps.
+  int world_rank = 0;
+
+  const Options options;
+  const int rank, size;
+  const std::string name;  // "world" or "group [0, 2]"
+  const std::string iface;
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap;
+  std::unique_ptr<transport::Transport> transport;
+  int children = 0;  // sub-communicators created, for their names
+  // Collectives on CUDA buffers (Note [device-buffer dispatch]); the backend
+  // is created by the first one (Note [lazy NCCL communicator]), both in
+  // device/. Initialised in the constructor (Note [device host]).
+  std::unique_ptr<device::Router> devices;
+  // Note [hierarchical allreduce] (collectives/hierarchy.cpp): set up by
+  // create_world when the ranks span hosts evenly; null otherwise.
+  int host_count = 1;  // set by create_world; sub-communicators say 1
+  std::unique_ptr<Communicator> host_local, cross_host;
+  // Windows of allocate_shared(), created by its first call (memory/shared_windows.h).
+  std::mutex shared_mu;
+  std::shared_ptr<shared::Windows> shared;
+  // The windows if their direct path is on (read at submission: every rank
+  // turns it on with the same collective allocate_shared call).
+  std::shared_ptr<shared::Windows> direct_windows() {
+    std::lock_guard<std::mutex> lk(shared_mu);
+    return shared && shared->active() ? shared : nullptr;
+  }
+
+ private:
+  void fail_communicator(const std::string& reason, uint32_t seq, ErrorCode code);
+  // Flight recorder dump, report to the other ranks, and the
+  // GRADWIRE_ASYNC_ERROR_HANDLING policy; any thread.
+  void on_failure(const std::string& reason, uint32_t seq, ErrorCode code);
+
+  std::array<std::vector<std::byte>, 2> scratch_;  // engine thread only
+  std::mutex submit_mu_;
+  uint32_t next_seq_ = 0;
+  std::mutex state_mu_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;
+  std::unique_ptr<Engine> engine_;
+  uint16_t fr_comm_ = 0;  // this communicator in flight-recorder dumps
+  std::unique_ptr<Watchdog> watchdog_;  // stopped first, in ~CommunicatorImpl
+};
+
+}  // namespace gradwire

@@ -1,0 +1,108 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "runtime/engine.h"
+
+#include "base/logging.h"
+
+#include <cstdlib>
+
+namespace gradwire {
+
+Engine::Engine(std::string name) : name_(std::move(name)), thread_([this] { loop(); }) {}
+
+Engine::~Engine() {
+  if (thread_.joinable()) {
+    if (!shutdown()) {
+      // Only reachable if the owner ignored shutdown()'s answer.
+      log().critical("engine '{}' destroyed while stuck; aborting the process", name_);
+      std::abort();
+    }
+  }
+}
+
+bool Engine::shutdown() {
+  if (!thread_.joinable()) return true;
+  std::unique_lock<std::mutex> lk(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  for (;;) {
+    if (exited_) break;
+    exited_cv_.wait_for(lk, std::chrono::milliseconds(100));
+    if (exited_) break;
+    if (current_) {
+      std::lock_guard<std::mutex> state_lk(current_->mu);
+      if (current_->phase == detail::WorkState::Phase::Running &&
+          Clock::now() > current_->started + current_->timeout +
+                             detail::engine_slack(current_->timeout)) {
+        log().error("engine '{}' is stuck in {} past its deadline; leaving its thread and "
+                    "resources behind so this process can exit",
+                    name_, current_->description);
+        return false;
+      }
+    }
+  }
+  lk.unlock();
+  thread_.join();
+  return true;
+}
+
+std::string Engine::overdue() {
+  std::shared_ptr<detail::WorkState> cur;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cur = current_;
+  }
+  if (!cur) return "";
+  std::lock_guard<std::mutex> state_lk(cur->mu);
+  if (cur->phase == detail::WorkState::Phase::Running &&
+      Clock::now() > cur->started + cur->timeout + detail::engine_slack(cur->timeout)) {
+    return cur->description;
+  }
+  return "";
+}
+
+size_t Engine::fail_queued(std::exception_ptr err) {
+  std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    failed.swap(queue_);
+  }
+  for (auto& item : failed) item.first->finish(err);
+  return failed.size();
+}
+
+void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.emplace_back(std::move(state), std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void Engine::loop() {
+  for (;;) {
+    std::pair<std::shared_ptr<detail::WorkState>, Task> item;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) {  // stopping and drained
+        exited_ = true;
+        current_.reset();
+        exited_cv_.notify_all();
+        return;
+      }
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      current_ = item.first;
+    }
+    item.first->mark_started();
+    std::exception_ptr err;
+    try {
+      item.second(*item.first);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    item.first->finish(err);
+  }
+}
+
+}  // namespace gradwire

@@ -1,0 +1,72 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/work_state.h"
+
+namespace gradwire {
+
+// One thread that runs a communicator's operations strictly in submission
+// order: every rank runs collective k before k+1, so ranks never need to
+// negotiate (the Reducer relies on it: Note [in-order launch] in
+// src/reducer/reducer_impl.h).
+//
+// Note [no inline execution]: running a collective on the thread that
+// waits for it (to save the hand-off) was tried and removed. A provider call
+// can hang (libfabric 1.17 shm spins forever in fi_cq_read after a
+// truncated large receive whose sender left); on the engine thread that
+// only stalls the engine, and Work::wait() still reports it after the
+// deadline. Run inline, it would hang the caller with no error at all. The
+// hand-off also measured no faster: 2-rank shm latency stayed ~6.5 us, which
+// is the provider's message latency, not thread wake-ups.
+class Engine {
+ public:
+  using Task = std::function<void(detail::WorkState&)>;
+
+  explicit Engine(std::string name);
+  // Stops the thread (see shutdown); must only run once shutdown() returned
+  // true, or when the thread is known to be idle.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void submit(std::shared_ptr<detail::WorkState> state, Task task);
+
+  // Lets the queued operations finish (each is bounded by its deadline),
+  // then joins the thread and returns true. Returns false, leaving the
+  // thread running, if an operation overran its deadline by more than
+  // engine_slack(): the thread is stuck (e.g. inside a provider call that
+  // never returns). Note [a stuck engine is leaked]: the caller must then
+  // leak the Engine and everything the thread uses, so the process can
+  // still exit instead of hanging in a join.
+  bool shutdown();
+
+  // For the watchdog (Note [watchdog]): the description of the operation
+  // running past its deadline by more than engine_slack(), or "".
+  std::string overdue();
+  // Fails every operation still queued (not started) with `err`, so that
+  // nobody waits behind a stuck engine; returns how many.
+  size_t fail_queued(std::exception_ptr err);
+
+ private:
+  void loop();
+
+  std::string name_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> queue_;
+  std::condition_variable exited_cv_;
+  bool stopping_ = false;
+  bool exited_ = false;
+  std::shared_ptr<detail::WorkState> current_;
+  std::thread thread_;
+};
+
+}  // namespace gradwire

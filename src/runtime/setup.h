@@ -1,0 +1,29 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Bringing a communicator up: bootstrap, provider choice, endpoint address
+// exchange, a first barrier that proves every rank is reachable.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator_impl.h"
+
+namespace gradwire::setup {
+
+// The provider and interface every rank will use. Pure: tested without ranks.
+struct FabricChoice {
+  std::string provider;
+  std::string iface;
+};
+// `requested` is Options::provider/iface (identical on every rank, checked
+// before), `hosts` every rank's host name.
+FabricChoice choose_fabric(const std::string& requested_provider,
+                           const std::string& requested_iface,
+                           const std::vector<std::string>& hosts);
+
+std::unique_ptr<CommunicatorImpl> create_world(const Options& options,
+                                               const Rendezvous& rendezvous);
+std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vector<int>& ranks);
+
+}  // namespace gradwire::setup

@@ -1,0 +1,389 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "runtime/watchdog.h"
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "runtime/communicator_impl.h"
+#include "base/errors.h"
+#include "diag/flight_recorder.h"
+#include "base/logging.h"
+#include "diag/reach.h"
+
+namespace gradwire {
+
+namespace job {
+
+namespace {
+
+constexpr const char* kFailureKey = "gradwire/failure";
+
+// Leaked: watchdogs of leaked (stuck) communicators may outlive statics.
+struct State {
+  std::mutex mu;
+  std::string to_publish;  // our first failure, "<rank>\x1f<code>\x1f<reason>"
+  int my_rank = -1;
+  bool published = false;
+  std::atomic<bool> pending{false};  // to_publish set, not yet published
+  std::atomic<bool> failed{false};
+  std::string remote;  // written once, before `failed` is set
+  std::atomic<int> code{int(ErrorCode::Aborted)};  // likewise
+  std::string status, published_status;  // stall inspector
+  std::vector<std::string> others;        // indexed by rank
+  std::atomic<int> world_size{0};
+};
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+}  // namespace
+
+void report_failure(int world_rank, const std::string& reason, ErrorCode code) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.to_publish.empty() || s.failed.load()) return;  // first failure only
+  s.my_rank = world_rank;
+  s.to_publish = fmt::format("{}\x1f{}\x1f{}", world_rank, int(code), reason);
+  s.pending.store(true);
+}
+
+bool pending() { return state().pending.load(); }
+
+void fail_locally(int world_rank, const std::string& reason, ErrorCode code) {
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.failed.load()) return;
+    s.remote = reason;
+    s.code.store(int(code));
+    s.failed.store(true, std::memory_order_release);
+    if (s.to_publish.empty()) {
+      s.my_rank = world_rank;
+      s.to_publish = fmt::format("{}\x1f{}\x1f{}", world_rank, int(code), reason);
+      s.pending.store(true);
+    }
+  }
+  fr::Recorder::instance().dump(reason);
+}
+
+void set_status(const std::string& status) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.status = status;
+}
+
+std::vector<std::string> statuses() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.others;
+}
+
+namespace {
+
+// While this rank reports a stall: publish its status, read everyone's.
+void exchange_status(bootstrap::Store& store, int my_rank, int world_size) {
+  auto& s = state();
+  std::string mine, published;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    mine = s.status;
+    published = s.published_status;
+  }
+  if (mine.empty() && published.empty()) return;
+  const std::string key = fmt::format("gradwire/status/{}", my_rank);
+  if (mine != published) store.set(key, mine);
+  std::vector<std::string> others(static_cast<size_t>(world_size));
+  if (!mine.empty()) {
+    for (int r = 0; r < world_size; ++r) {
+      if (r == my_rank) continue;
+      if (auto v = store.try_get(fmt::format("gradwire/status/{}", r))) others[size_t(r)] = *v;
+    }
+  }
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.published_status = mine;
+  s.others = std::move(others);
+}
+
+}  // namespace
+
+std::optional<FailureReport> parse_failure_report(std::string_view value) {
+  const size_t sep = value.find('\x1f');
+  const size_t sep2 = sep == std::string_view::npos ? sep : value.find('\x1f', sep + 1);
+  if (sep2 == std::string_view::npos) return std::nullopt;
+  // from_chars, not atoi: atoi's result on an out-of-range number is undefined.
+  auto integer = [](std::string_view t) -> std::optional<int> {
+    int x = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+    return x;
+  };
+  const auto rank = integer(value.substr(0, sep));
+  const auto code = integer(value.substr(sep + 1, sep2 - sep - 1));
+  if (!rank || !code || *rank < 0) return std::nullopt;
+  FailureReport r;
+  r.rank = *rank;
+  const bool known = *code >= 0 && *code <= int(ErrorCode::Unauthenticated);
+  r.code = known ? ErrorCode(*code) : ErrorCode::Aborted;
+  r.reason = std::string(value.substr(sep2 + 1, kMaxFailureReasonBytes));
+  return r;
+}
+
+const std::atomic<bool>& failed_flag() { return state().failed; }
+const std::string& failure_reason() { return state().remote; }
+const std::atomic<int>& failure_code() { return state().code; }
+
+// One round with the store: publish our failure (once), then look for
+// another rank's. Returns false when the store is gone (rank 0 exited).
+bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
+  auto& s = state();
+  std::string mine;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.published && !s.to_publish.empty()) mine = s.to_publish;
+  }
+  try {
+    if (!mine.empty()) {
+      if (!store.try_get(kFailureKey)) store.set(kFailureKey, mine);  // the first report stays
+      std::lock_guard<std::mutex> lk(s.mu);
+      s.published = true;
+      s.pending.store(false);
+      return true;
+    }
+    exchange_status(store, my_rank, s.world_size);
+    auto v = store.try_get(kFailureKey);
+    if (!v) return true;
+    const auto report = parse_failure_report(*v);
+    if (!report) {
+      log().debug("rank {}: ignoring a malformed {} value ({} bytes)", my_rank, kFailureKey,
+                  v->size());
+      return true;
+    }
+    if (report->rank == my_rank) return true;
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      if (s.failed.load() || !s.to_publish.empty()) return true;  // we failed first ourselves
+      s.remote = fmt::format("rank {} reported a failure: {}", report->rank, report->reason);
+      s.code.store(int(report->code));
+      s.failed.store(true, std::memory_order_release);
+    }
+    log().error("rank {}: {}", my_rank, s.remote);
+    fr::Recorder::instance().dump(s.remote);
+    if (options.abort_process_on_error) {
+      log().critical("rank {}: aborting the process (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
+                     my_rank);
+      std::abort();
+    }
+    return true;
+  } catch (const Error& e) {
+    // Rank 0 (which serves the TCP store) exited or is unreachable: nobody
+    // can be told any more; stop trying.
+    log().debug("rank {}: watchdog stops using the store: {}", my_rank, e.what());
+    return false;
+  }
+}
+
+}  // namespace job
+
+Watchdog::Watchdog(CommunicatorImpl& comm, bootstrap::Store* store)
+    : sh_(comm.watchdog_state), store_(store), rank_(comm.rank), options_(comm.options) {
+  sh_->has_store = store != nullptr;  // before the thread starts: no lock needed
+  if (store) {
+    // A new world is a new job: its first failure is news again. A process
+    // that heard of another rank's failure stays failed (it should exit).
+    auto& s = job::state();
+    std::lock_guard<std::mutex> lk(s.mu);
+    s.world_size = comm.size;
+    s.to_publish.clear();
+    s.published = false;
+    s.pending.store(false);
+    s.status.clear();
+    s.published_status.clear();
+    s.others.clear();
+  }
+  thread_ = std::thread(&Watchdog::loop, sh_, &comm, store);  // after the reset above
+}
+
+Watchdog::~Watchdog() {
+  if (!stop()) {
+    log().warn("watchdog thread is blocked in a store call; leaving it behind");
+  }
+}
+
+bool Watchdog::stop() {
+  if (stopped_) return !detached_;
+  stopped_ = true;
+  std::unique_lock<std::mutex> lk(sh_->mu);
+  // A failure of the last collective (the caller is about to exit with its
+  // error): tell the others now, or they would never hear of it.
+  if (store_ && job::pending() &&
+      sh_->cv.wait_for(lk, std::chrono::seconds(2), [&] { return !sh_->in_store; })) {
+    sh_->in_store = true;
+    lk.unlock();
+    job::exchange(*store_, rank_, options_);
+    lk.lock();
+    sh_->in_store = false;
+  }
+  sh_->stop = true;
+  sh_->cv.notify_all();
+  // A store call is bounded by the store's own deadline, which can be the
+  // whole collective timeout; do not make the caller wait that long.
+  if (!sh_->cv.wait_for(lk, std::chrono::seconds(2), [&] { return !sh_->in_store; })) {
+    lk.unlock();
+    thread_.detach();
+    detached_ = true;
+    return false;
+  }
+  lk.unlock();
+  thread_.join();
+  return true;
+}
+
+namespace {
+
+std::string unknown_reach(std::string_view why) {
+  return fmt::format(" (which ranks reached it is unknown: {})", why);
+}
+
+// Note [reach report]: every other rank's last started collective, as far
+// as it can be read before kReachGather has passed. Throws Error when the
+// store is gone.
+std::string gather_reach(bootstrap::Store& store, const std::string& comm, int rank, int size,
+                         const std::string& label, int64_t seq) {
+  const auto give_up = std::chrono::steady_clock::now() + reach::kReachGather;
+  std::vector<std::optional<int64_t>> last(static_cast<size_t>(size));
+  last[size_t(rank)] = seq;  // the failing collective runs here
+  bool cut = false;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    if (std::chrono::steady_clock::now() >= give_up) {
+      cut = true;
+      break;
+    }
+    if (auto v = store.try_get(reach::progress_key(comm, r))) {
+      last[size_t(r)] = reach::parse_progress(*v);
+    }
+  }
+  return "; " + reach::sentence(label, seq, last,
+                                cut ? fmt::format("not published, or not read within {:.1f} s",
+                                                  reach::kReachGather.count() / 1000.0)
+                                    : "no progress published");
+}
+
+constexpr const char* kStoreGone =
+    "the job's store stopped answering; a TCP store is served by rank 0";
+
+}  // namespace
+
+std::string Watchdog::reach_report(Shared& sh, std::string_view label, uint32_t seq) {
+  std::unique_lock<std::mutex> lk(sh.mu);
+  if (!sh.has_store) return sh.store_gone.empty() ? "" : unknown_reach(sh.store_gone);
+  if (sh.stop) return unknown_reach("the communicator was shutting down");
+  const uint64_t id = ++sh.asked;
+  sh.ask_label = std::string(label);
+  sh.ask_seq = seq;
+  sh.cv.notify_all();
+  sh.cv.wait_for(lk, reach::kReachWait, [&] { return sh.answered >= id || sh.stop; });
+  if (sh.answered >= id) return sh.answer;
+  if (sh.stop) return unknown_reach("the communicator was shutting down");
+  return unknown_reach(fmt::format("the store did not answer within {:.1f} s",
+                                   reach::kReachWait.count() / 1000.0));
+}
+
+void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store) {
+  using namespace std::chrono;
+  auto next_poll = steady_clock::now();
+  bool stuck_reported = false;
+  const Options options = comm->options;
+  const int rank = comm->rank, size = comm->size;
+  const std::string name = comm->name;
+  int64_t published = -1;  // the progress last written to the store
+  auto drop_store = [&] {  // under sh->mu
+    store = nullptr;
+    sh->has_store = false;
+    sh->store_gone = kStoreGone;
+  };
+  for (;;) {
+    int64_t progress = -1;
+    uint64_t ask = 0;
+    std::string ask_label;
+    int64_t ask_seq = 0;
+    {
+      std::unique_lock<std::mutex> lk(sh->mu);
+      sh->cv.wait_for(lk, milliseconds(100), [&] { return sh->stop || sh->asked != sh->answered; });
+      if (sh->stop) return;
+      // Under sh->mu: the communicator cannot be destroyed meanwhile.
+      if (!stuck_reported) {
+        const std::string what = comm->engine().overdue();
+        if (!what.empty()) {
+          stuck_reported = true;
+          comm->engine_stuck(what);
+        }
+      }
+      progress = comm->last_started.load(std::memory_order_relaxed);
+      if (sh->asked != sh->answered) {
+        if (store) {
+          ask = sh->asked;
+          ask_label = sh->ask_label;
+          ask_seq = sh->ask_seq;
+          sh->in_store = true;
+        } else {
+          sh->answer = unknown_reach(sh->store_gone.empty() ? kStoreGone : sh->store_gone);
+          sh->answered = sh->asked;
+          sh->cv.notify_all();
+        }
+      }
+    }
+    if (ask) {
+      std::string answer;
+      bool alive = true;
+      try {
+        answer = gather_reach(*store, name, rank, size, ask_label, ask_seq);
+      } catch (const Error& e) {
+        log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
+        answer = unknown_reach(kStoreGone);
+        alive = false;
+      }
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->in_store = false;
+        sh->answer = std::move(answer);
+        sh->answered = ask;
+        if (!alive) drop_store();
+      }
+      sh->cv.notify_all();
+    }
+    if (store && (steady_clock::now() >= next_poll || job::pending())) {
+      next_poll = steady_clock::now() + seconds(1);
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        if (sh->stop) return;
+        sh->in_store = true;
+      }
+      bool alive = job::exchange(*store, rank, options);
+      // Note [reach report]: at most one write a second, and only a change.
+      if (alive && progress >= 0 && progress != published) {
+        try {
+          store->set(reach::progress_key(name, rank), std::to_string(progress));
+          published = progress;
+        } catch (const Error& e) {
+          log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
+          alive = false;
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->in_store = false;
+        if (!alive) drop_store();
+      }
+      sh->cv.notify_all();
+    }
+  }
+}
+
+}  // namespace gradwire

@@ -1,0 +1,135 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Note [watchdog]: one thread per communicator, waking every 100 ms. It
+//  1. checks the engine's heartbeat: an operation running past its deadline
+//     plus engine_slack() means the engine thread is stuck (a hung provider
+//     call, a bug). The watchdog then aborts the communicator, fails every
+//     queued Work (nobody waits behind a stuck engine), dumps the flight
+//     recorder and reports the failure to the job;
+//  2. (world communicator of a store bootstrap: torchrun env or file store)
+//     tells the other ranks about this process's first failure by writing
+//     the store key "gradwire/failure", and polls that key once a second.
+//     A rank that sees another rank's failure dumps its flight recorder (so
+//     the diagnosis shows where it was) and interrupts its collectives,
+//     which fail with the reported error's code (Timeout, PeerLost,
+//     Mismatch) naming the reporting rank and its error;
+//  3. (same communicators) publishes in that round which collective this
+//     rank last started, and on request reads the other ranks' to say in
+//     a failed collective's error which ranks had reached it (Note [reach
+//     report] in diag/reach.h).
+// Under mpirun there is no store: ranks blocked in the failed collective
+// reach its deadline on their own; a rank elsewhere learns at its next
+// collective. The store is only touched by this thread, never by the engine,
+// so a hung rank 0 (which serves the TCP store) cannot stall collectives.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gradwire/error.h"
+#include "gradwire/options.h"
+
+namespace gradwire {
+
+class CommunicatorImpl;
+namespace bootstrap {
+class Store;
+}
+
+namespace job {
+// This process's first failure, reported to the other ranks by the
+// watchdog of the world communicator (if it has a store). Any thread.
+void report_failure(int world_rank, const std::string& reason, ErrorCode code);
+// Set once another rank's failure was seen; collectives check it (Note
+// [interrupting a collective]). The reason never changes once set.
+const std::atomic<bool>& failed_flag();
+const std::string& failure_reason();
+// The code of the reported failure (an ErrorCode as int): interrupted
+// collectives raise it, so a Timeout on one rank is a Timeout on every rank.
+const std::atomic<int>& failure_code();
+// Fails this process's collectives now (they end with Aborted naming
+// `reason`) and reports it to the other ranks: the stall inspector's
+// shutdown. Any thread.
+void fail_locally(int world_rank, const std::string& reason, ErrorCode code);
+// Status lines for the stall inspector (Note [stall inspector] in
+// reducer/stall.h): this rank's own, published as "gradwire/status/<rank>"
+// while non-empty, and the other ranks' as last read (empty: none).
+// Exchanged by the world communicator's watchdog once a second, only
+// while this rank's own status is non-empty.
+void set_status(const std::string& status);
+std::vector<std::string> statuses();
+// A failure of this process waits to be published.
+bool pending();
+// One round with the store: publish this process's failure (once), or look
+// for another rank's. False once the store is gone (rank 0 exited).
+bool exchange(bootstrap::Store& store, int my_rank, const Options& options);
+
+// A failure report as another rank wrote it to "gradwire/failure":
+// "<rank>\x1f<code>\x1f<reason>". Pure; nullopt for anything else (a key
+// some other software wrote, a truncated value). The reason is cut to
+// kMaxFailureReasonBytes: it is logged and carried in every later error.
+struct FailureReport {
+  int rank = -1;
+  ErrorCode code = ErrorCode::Aborted;  // Aborted for a code this build does not know
+  std::string reason;
+};
+constexpr size_t kMaxFailureReasonBytes = 16 * 1024;
+std::optional<FailureReport> parse_failure_report(std::string_view value);
+}  // namespace job
+
+class Watchdog {
+ public:
+  // `store` may be null (sub-communicators, mpirun). Starts the thread,
+  // which shares comm.watchdog_state.
+  Watchdog(CommunicatorImpl& comm, bootstrap::Store* store);
+  // Stops the thread. If it is inside a store call (rank 0 hung), it is
+  // detached after a short wait instead of joined: then detached() is true
+  // and the owner must leak the store (Note [a stuck engine is leaked]).
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  bool stop();  // false: detached (see above)
+
+  // What the watchdog thread shares with its owner and the engine thread.
+  // Owned by a shared_ptr (CommunicatorImpl::watchdog_state) so that it
+  // outlives a detached thread.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;  // every waiter has its own predicate: notify_all
+    bool stop = false;
+    bool in_store = false;
+    // Note [reach report] in diag/reach.h.
+    bool has_store = false;  // false also once the store stopped answering
+    std::string store_gone;  // why it stopped, if it did
+    uint64_t asked = 0, answered = 0;  // requests; the latest wins
+    std::string ask_label;              // "allreduce #22"
+    int64_t ask_seq = 0;
+    std::string answer;
+  };
+  // What to append to the error of collective `label` (sequence number
+  // `seq`) of this watchdog's communicator: "; <reach::sentence>", or
+  // " (which ranks reached it is unknown: <why>)" when the store gives no
+  // answer within reach::kReachWait, or "" without a store. Blocks up to
+  // kReachWait; any thread but the watchdog's.
+  static std::string reach_report(Shared& sh, std::string_view label, uint32_t seq);
+
+ private:
+  static void loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store);
+
+  std::shared_ptr<Shared> sh_;
+  bootstrap::Store* store_;
+  int rank_;
+  Options options_;
+  std::thread thread_;
+  bool stopped_ = false;
+  bool detached_ = false;
+};
+
+}  // namespace gradwire
