@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 #include "base/errors.h"
 
@@ -71,6 +72,17 @@ size_t CollectiveCall::recv_bytes(int rank, int size) const {
 void validate(const CollectiveCall& c, int rank, int size) {
   const std::string_view op = c.name();
   if (c.op == CollectiveOp::Barrier || c.op == CollectiveOp::Other) return;
+  // Enum values arrive from casts (Python, C callers): refused here, on the
+  // caller's thread, so the communicator stays usable (communicator.h).
+  if (static_cast<size_t>(c.dtype) >= std::size(kAllDataTypes)) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got DataType({}), which is not a data type "
+          "(float32, float64, float16, bfloat16, int32, int64, uint8)", rank, op, int(c.dtype));
+  }
+  const bool reduces = c.op == CollectiveOp::Allreduce || c.op == CollectiveOp::ReduceScatter;
+  if (reduces && static_cast<size_t>(c.redop) >= std::size(kAllReduceOps)) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got ReduceOp({}), which is not a reduce "
+          "operation (sum, avg, min, max, prod)", rank, op, int(c.redop));
+  }
   const size_t es = element_size(c.dtype);
   if (c.count > SIZE_MAX / es / size_t(std::max(1, size))) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/env_values.h"
 #include "base/errors.h"
 
 extern char** environ;
@@ -46,30 +47,18 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-const char* env(const char* name) {
+// Variables whose value is a number or a choice: set but empty is an error
+// (Note [strict environment values]).
+constexpr const char* kNumbersAndChoices[] = {
+    "GRADWIRE_TIMEOUT_S",     "GRADWIRE_SMALL_MSG_BYTES",      "GRADWIRE_SEGMENT_BYTES",
+    "GRADWIRE_OFI_REGISTER",  "GRADWIRE_HIERARCHICAL",         "GRADWIRE_DEVICE_PATH",
+    "GRADWIRE_FR_SIZE",       "GRADWIRE_DEBUG",                "GRADWIRE_ASYNC_ERROR_HANDLING",
+    "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
+    "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET"};
+
+const char* value_of(const char* name) {
   const char* v = std::getenv(name);
   return (v && *v) ? v : nullptr;
-}
-
-// "1048576", "64K", "1M", "2G" (binary units) -> bytes.
-size_t parse_bytes(const char* name, const char* value) {
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(value, &end, 10);
-  if (end == value || errno != 0 || value[0] == '-') {
-    raise(ErrorCode::InvalidArgument, "{}='{}' is not a byte count (expected e.g. 65536, 64K, 1M)",
-          name, value);
-  }
-  std::string_view suffix(end);
-  unsigned long long mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-  else if (!suffix.empty()) {
-    raise(ErrorCode::InvalidArgument, "{}='{}' has an unknown unit '{}' (expected K, M or G)",
-          name, value, suffix);
-  }
-  return size_t(n * mult);
 }
 
 }  // namespace
@@ -96,37 +85,37 @@ Options Options::with_env_overrides() const {
     raise(ErrorCode::InvalidArgument, "environment variable {} is not one gradwire knows{} (known: {})",
           name, hint, all);
   }
-  if (const char* v = env("GRADWIRE_TIMEOUT_S")) {
-    errno = 0;
-    char* end = nullptr;
-    double s = std::strtod(v, &end);
-    if (end == v || *end != '\0' || errno != 0 || !(s > 0) || !std::isfinite(s) || s > 1e7) {
-      raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_TIMEOUT_S='{}' is not a positive number of seconds (e.g. 300 or 0.5)", v);
-    }
-    o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(s * 1000.0)));
+  // Note [strict environment values]: numbers and choices may not be empty.
+  for (const char* name : kNumbersAndChoices) (void)env::required_value(name);
+  if (const char* v = value_of("GRADWIRE_TIMEOUT_S")) {
+    o.timeout = env::parse_seconds("GRADWIRE_TIMEOUT_S", v, /*zero_allowed=*/false);
   }
-  if (const char* v = env("GRADWIRE_OFI_PROVIDER")) o.provider = v;
-  if (const char* v = env("GRADWIRE_OFI_IFACE")) o.iface = v;
-  if (const char* v = env("GRADWIRE_SMALL_MSG_BYTES"))
-    o.small_message_bytes = parse_bytes("GRADWIRE_SMALL_MSG_BYTES", v);
-  if (const char* v = env("GRADWIRE_SEGMENT_BYTES"))
-    o.segment_bytes = parse_bytes("GRADWIRE_SEGMENT_BYTES", v);
-  if (const char* v = env("GRADWIRE_OFI_REGISTER")) {
+  // Read by the Reducer (reducer/stall.cpp), checked here so that a bad
+  // value fails at start-up even in a job that never builds a Reducer.
+  for (const char* name : {"GRADWIRE_STALL_WARN_S", "GRADWIRE_STALL_SHUTDOWN_S"}) {
+    if (const char* v = value_of(name)) (void)env::parse_seconds(name, v, /*zero_allowed=*/true);
+  }
+  if (const char* v = value_of("GRADWIRE_OFI_PROVIDER")) o.provider = v;
+  if (const char* v = value_of("GRADWIRE_OFI_IFACE")) o.iface = v;
+  if (const char* v = value_of("GRADWIRE_SMALL_MSG_BYTES"))
+    o.small_message_bytes = env::parse_bytes("GRADWIRE_SMALL_MSG_BYTES", v);
+  if (const char* v = value_of("GRADWIRE_SEGMENT_BYTES"))
+    o.segment_bytes = env::parse_bytes("GRADWIRE_SEGMENT_BYTES", v);
+  if (const char* v = value_of("GRADWIRE_OFI_REGISTER")) {
     std::string_view s(v);
     if (s == "always") o.always_register = true;
     else if (s == "auto") o.always_register = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_OFI_REGISTER='{}' must be 'auto' or 'always'", v);
   }
-  if (const char* v = env("GRADWIRE_LOG_LEVEL")) o.log_level = v;
-  if (const char* v = env("GRADWIRE_HIERARCHICAL")) {
+  if (const char* v = value_of("GRADWIRE_LOG_LEVEL")) o.log_level = v;
+  if (const char* v = value_of("GRADWIRE_HIERARCHICAL")) {
     std::string_view s(v);
     if (s == "auto") o.hierarchical = true;
     else if (s == "off") o.hierarchical = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_HIERARCHICAL='{}' must be 'auto' or 'off'", v);
   }
-  if (const char* v = env("GRADWIRE_HOST_ID")) o.host_id = v;
-  if (const char* v = env("GRADWIRE_DEVICE_PATH")) {
+  if (const char* v = value_of("GRADWIRE_HOST_ID")) o.host_id = v;
+  if (const char* v = value_of("GRADWIRE_DEVICE_PATH")) {
     std::string_view s(v);
     if (s != "auto" && s != "nccl" && s != "staged") {
       raise(ErrorCode::InvalidArgument,
@@ -134,7 +123,7 @@ Options Options::with_env_overrides() const {
     }
     o.device_path = v;
   }
-  if (const char* v = env("GRADWIRE_FR_SIZE")) {
+  if (const char* v = value_of("GRADWIRE_FR_SIZE")) {
     errno = 0;
     char* end = nullptr;
     unsigned long long n = std::strtoull(v, &end, 10);
@@ -144,16 +133,16 @@ Options Options::with_env_overrides() const {
     }
     o.flight_recorder_size = size_t(n);
   }
-  if (const char* v = env("GRADWIRE_FR_DIR")) o.flight_recorder_dir = v;
-  if (const char* v = env("GRADWIRE_TRACE_DIR")) o.trace_dir = v;
-  if (const char* v = env("GRADWIRE_DEBUG")) {
+  if (const char* v = value_of("GRADWIRE_FR_DIR")) o.flight_recorder_dir = v;
+  if (const char* v = value_of("GRADWIRE_TRACE_DIR")) o.trace_dir = v;
+  if (const char* v = value_of("GRADWIRE_DEBUG")) {
     std::string s(v);
     for (auto& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
     if (s == "DETAIL") o.debug_detail = true;
     else if (s == "OFF" || s == "INFO") o.debug_detail = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_DEBUG='{}' must be OFF, INFO or DETAIL", v);
   }
-  if (const char* v = env("GRADWIRE_ASYNC_ERROR_HANDLING")) {
+  if (const char* v = value_of("GRADWIRE_ASYNC_ERROR_HANDLING")) {
     std::string_view s(v);
     if (s == "abort") o.abort_process_on_error = true;
     else if (s == "raise") o.abort_process_on_error = false;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/env_values.h"
 #include "base/errors.h"
 #include "base/logging.h"
 #include "runtime/watchdog.h"
@@ -18,17 +19,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Note [strict environment values]: the same parser that checked the value
+// when the communicator was created.
 std::chrono::milliseconds env_seconds(const char* name, std::chrono::milliseconds dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  errno = 0;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (end == v || *end != '\0' || errno != 0 || !(s >= 0) || !std::isfinite(s) || s > 1e7) {
-    raise(ErrorCode::InvalidArgument,
-          "{}='{}' is not a number of seconds >= 0 (e.g. 60 or 0.5; 0 turns it off)", name, v);
-  }
-  return std::chrono::milliseconds(std::llround(s * 1000.0));
+  const char* v = env::required_value(name);
+  return v ? env::parse_seconds(name, v, /*zero_allowed=*/true) : dflt;
 }
 
 double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }

@@ -81,6 +81,38 @@ struct Properties {
 // on every provider; transports use the peer as an extra filter only where
 // the fabric supports it.
 
+// Note [registration handles]: providers with FI_MR_LOCAL (EFA) need every
+// buffer registered, which pins pages and costs a system call. The transport
+// registers what it is given and caches the registrations (invalidate()),
+// which suits buffers it sees again and again but costs a lookup per message
+// and may evict. A caller that owns a long-lived buffer (a Bucket, a shared
+// window, a user buffer reused every step) can instead register it once:
+// register_memory() returns a handle, and isend/irecv of any range inside it
+// use the handle's registration without the cache. The handle deregisters
+// when destroyed, so it must outlive every operation that uses it (and the
+// buffer must outlive it). A transport that needs no registration returns
+// nullptr, and isend/irecv accept nullptr everywhere. A handle must not
+// outlive the transport that made it.
+class Registration {
+ public:
+  Registration(const void* base, size_t length) : base_(base), length_(length) {}
+  virtual ~Registration() = default;
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  const void* base() const { return base_; }
+  size_t length() const { return length_; }
+  // True if [buf, buf + length) lies inside the registered range.
+  bool covers(const void* buf, size_t length) const {
+    const auto b = reinterpret_cast<uintptr_t>(buf), mine = reinterpret_cast<uintptr_t>(base_);
+    return b >= mine && length <= length_ && b - mine <= length_ - length;
+  }
+
+ private:
+  const void* base_;
+  size_t length_;
+};
+using RegistrationPtr = std::unique_ptr<Registration>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -92,10 +124,17 @@ class Transport {
   // Post a send/receive of `length` bytes (0 allowed) to/from `peer` with
   // `tag`. If the provider refuses for now, drives progress and retries
   // until `deadline` (then throws Timeout). Fabric errors: throws Transport.
+  // `reg` (Note [registration handles]), if given, must cover the buffer
+  // (else InvalidArgument) and come from this transport.
   virtual void isend(Request& req, int peer, const void* buf, size_t length, uint64_t tag,
-                     Deadline deadline) = 0;
+                     Deadline deadline, const Registration* reg = nullptr) = 0;
   virtual void irecv(Request& req, int peer, void* buf, size_t length, uint64_t tag,
-                     Deadline deadline) = 0;
+                     Deadline deadline, const Registration* reg = nullptr) = 0;
+  // Registers [buf, buf + length) once for many operations (Note
+  // [registration handles]); nullptr where this transport registers nothing
+  // (Properties::registration_required false and no Config::always_register)
+  // or for length 0. Throws Transport if the provider refuses.
+  virtual RegistrationPtr register_memory(const void* buf, size_t length) { return nullptr; }
   // Reads the completion queue once; marks finished requests Done/Failed.
   // Returns the number of completions seen.
   virtual int progress() = 0;

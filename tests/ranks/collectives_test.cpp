@@ -278,6 +278,15 @@ TEST(Collectives, BadArgumentsFailAtOnceOnTheCaller) {
   expect_invalid([&] { w.allreduce(nullptr, buf, 8, DataType::Float32, ReduceOp::Sum); }, "null send");
   expect_invalid([&] { w.broadcast(buf, buf, 8, DataType::Float32, w.size()); }, "root");
   expect_invalid([&] { w.allreduce(buf, buf + 1, 4, DataType::Float32, ReduceOp::Sum); }, "overlap");
+  // Enum values from casts (issue 17, item 6): refused at the call, naming
+  // the rank and the collective, without aborting the communicator.
+  const std::string me = "rank " + std::to_string(w.rank()) + ": ";
+  expect_invalid([&] { w.allreduce(buf, buf, 8, DataType::Float32, static_cast<ReduceOp>(99)); },
+                 (me + "allreduce got ReduceOp(99)").c_str());
+  expect_invalid([&] { w.reduce_scatter(buf, buf, 8, DataType::Float32, static_cast<ReduceOp>(5)); },
+                 (me + "reduce_scatter got ReduceOp(5)").c_str());
+  expect_invalid([&] { w.allgather(buf, buf, 1, static_cast<DataType>(99)); },
+                 (me + "allgather got DataType(99)").c_str());
   // The failed submissions consumed no sequence number: this still works.
   int64_t one = 1, total = 0;
   w.allreduce(&one, &total, 1, DataType::Int64, ReduceOp::Sum).wait();

@@ -178,6 +178,64 @@ TEST_P(OfiTransportTest, AlwaysRegister) {
   exchange(size_t{1} << 20, false);  // same buffers size: cache hits
 }
 
+// Note [registration handles]: nothing to register on shm and tcp unless
+// asked; with always_register, ranges inside a handle go out with its
+// registration, split messages included, and a handle that does not cover
+// the buffer or belongs to another transport is refused.
+TEST_P(OfiTransportTest, RegistrationHandles) {
+  open_pair();
+  std::vector<char> buf(4096);
+  EXPECT_EQ(t_[0]->register_memory(buf.data(), buf.size()), nullptr);
+
+  Config config;
+  config.always_register = true;
+  config.max_msg_size_override = 4096;
+  open_pair(config);
+  EXPECT_EQ(t_[0]->register_memory(buf.data(), 0), nullptr);
+  const size_t n = (size_t{1} << 20) + 3;
+  auto src = pattern(n, 5);
+  std::vector<char> dst(n, 0);
+  RegistrationPtr send_reg = t_[0]->register_memory(src.data(), src.size());
+  RegistrationPtr recv_reg = t_[1]->register_memory(dst.data(), dst.size());
+  ASSERT_NE(send_reg, nullptr);
+  ASSERT_NE(recv_reg, nullptr);
+  EXPECT_EQ(send_reg->base(), src.data());
+  EXPECT_EQ(send_reg->length(), n);
+  const bool split_ok = t_[0]->properties().ordered_sends;
+  // The whole buffer (split into 4096-byte pieces where the provider keeps
+  // them in order), then a range in the middle.
+  for (auto [offset, len] : {std::pair<size_t, size_t>{0, split_ok ? n : 4096},
+                             std::pair<size_t, size_t>{1000, 3000}}) {
+    SCOPED_TRACE(testing::Message() << "offset " << offset << ", " << len << " bytes");
+    std::fill(dst.begin(), dst.end(), 0);
+    Request send, recv;
+    Deadline d = Deadline::after(2s);
+    t_[1]->irecv(recv, 0, dst.data() + offset, len, 11, d, recv_reg.get());
+    t_[0]->isend(send, 1, src.data() + offset, len, 11, d, send_reg.get());
+    wait({&send, &recv}, 3000ms);
+    ASSERT_EQ(send.state, Request::State::Done) << send.error;
+    ASSERT_EQ(recv.state, Request::State::Done) << recv.error;
+    EXPECT_TRUE(std::equal(src.begin() + offset, src.begin() + offset + len, dst.begin() + offset));
+  }
+  Request bad;
+  Deadline d = Deadline::after(2s);
+  std::vector<char> other(64);
+  try {
+    t_[0]->isend(bad, 1, other.data(), other.size(), 12, d, send_reg.get());
+    FAIL() << "a registration that does not cover the buffer was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(e.message().find("does not cover the buffer"), std::string::npos) << e.what();
+  }
+  try {
+    t_[0]->isend(bad, 1, dst.data(), 64, 12, d, recv_reg.get());
+    FAIL() << "another transport's registration was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(e.message().find("another transport made"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(OfiTransportTest, SplitsMessagesLongerThanMaxMsgSize) {
   Config config;
   config.max_msg_size_override = 4096;

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "gradwire/error.h"
 #include "gradwire/options.h"
@@ -118,6 +119,43 @@ TEST(Options, NeverHangSilentlyVariables) {
   {
     ScopedEnv e("GRADWIRE_FR_SIZE", "-3");
     expect_invalid({}, "GRADWIRE_FR_SIZE");
+  }
+}
+
+// Issue 17, item 5 (Note [strict environment values]): values that used to
+// wrap around, fall back to the default or be read only by a feature not in
+// use are refused when the options are read, naming the variable.
+TEST(Options, ValuesAreParsedStrictlyWhetherOrNotTheFeatureIsUsed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"GRADWIRE_SMALL_MSG_BYTES", "17179869184G"},  // 2^64: used to wrap to 0
+      {"GRADWIRE_SEGMENT_BYTES", "17179869185G"},    // used to wrap to 1 GiB
+      {"GRADWIRE_SEGMENT_BYTES", "18446744073709551616"},
+      {"GRADWIRE_SEGMENT_BYTES", "+64K"},
+      {"GRADWIRE_TIMEOUT_S", "nan"},
+      {"GRADWIRE_TIMEOUT_S", "inf"},
+      {"GRADWIRE_TIMEOUT_S", "1e400"},
+      {"GRADWIRE_TIMEOUT_S", "5s"},
+      {"GRADWIRE_STALL_WARN_S", "abc"},  // read by the Reducer; no Reducer here
+      {"GRADWIRE_STALL_SHUTDOWN_S", "-1"},
+      {"GRADWIRE_STALL_WARN_S", "nan"},
+  };
+  for (auto [name, value] : cases) {
+    SCOPED_TRACE(std::string(name) + "=" + value);
+    ScopedEnv a(name, value);
+    expect_invalid({}, std::string(name) + "='" + value + "'");
+  }
+  const char* empty_refused[] = {"GRADWIRE_TIMEOUT_S", "GRADWIRE_SEGMENT_BYTES",
+                                 "GRADWIRE_STALL_WARN_S", "GRADWIRE_DEBUG",
+                                 "GRADWIRE_DEVICE_PATH"};
+  for (const char* name : empty_refused) {
+    SCOPED_TRACE(name);
+    ScopedEnv a(name, "");
+    expect_invalid({}, std::string("environment variable ") + name + " is set but empty");
+  }
+  {
+    ScopedEnv a("GRADWIRE_STALL_WARN_S", "0");  // 0 turns the warning off
+    ScopedEnv b("GRADWIRE_SEGMENT_BYTES", "4M");
+    EXPECT_NO_THROW(Options{}.with_env_overrides().validate());
   }
 }
 

@@ -213,6 +213,20 @@ InfoPtr choose_info(const Config& config) {
         config.provider, available.empty() ? "none" : fmt::format("{}", fmt::join(available, ", ")));
 }
 
+// Note [registration handles]: one fi_mr_reg of whole pages, closed when
+// the handle goes.
+class OfiRegistration final : public Registration {
+ public:
+  OfiRegistration(const Transport* owner, const void* base, size_t length, MrCache::Registered reg)
+      : Registration(base, length), owner_(owner), reg_(std::move(reg)) {}
+  void* desc() const { return reg_.desc; }
+  const Transport* owner() const { return owner_; }
+
+ private:
+  const Transport* owner_;
+  MrCache::Registered reg_;
+};
+
 class OfiTransport final : public Transport {
  public:
   explicit OfiTransport(const Config& config) : config_(config) {
@@ -220,9 +234,8 @@ class OfiTransport final : public Transport {
     open_resources();
     fill_properties();
     if (props_.registration_required || config.always_register) {
-      mr_cache_ = std::make_unique<MrCache>(
-          fabric_registrar(domain_.get(), ep_.get(), mr_mode_, props_.provider),
-          config.mr_cache_entries);
+      registrar_ = fabric_registrar(domain_.get(), ep_.get(), mr_mode_, props_.provider);
+      mr_cache_ = std::make_unique<MrCache>(registrar_, config.mr_cache_entries);
     }
     log().debug(
         "rank {}: ofi transport on {} (fabric {}, domain {}): mr_mode {:#x}, max_msg_size {}, "
@@ -282,13 +295,21 @@ class OfiTransport final : public Transport {
   }
 
   void isend(Request& req, int peer, const void* buf, size_t length, uint64_t tag,
-             Deadline deadline) override {
-    post(req, true, peer, const_cast<void*>(buf), length, tag, deadline);
+             Deadline deadline, const Registration* reg = nullptr) override {
+    post(req, true, peer, const_cast<void*>(buf), length, tag, deadline, reg);
   }
 
   void irecv(Request& req, int peer, void* buf, size_t length, uint64_t tag,
-             Deadline deadline) override {
-    post(req, false, peer, buf, length, tag, deadline);
+             Deadline deadline, const Registration* reg = nullptr) override {
+    post(req, false, peer, buf, length, tag, deadline, reg);
+  }
+
+  RegistrationPtr register_memory(const void* buf, size_t length) override {
+    if (!mr_cache_ || length == 0) return nullptr;
+    // Whole pages, as the cache registers (page_expand in memory.h).
+    const AddressRange pages = page_expand(AddressRange::of(buf, length), system_page_size());
+    MrCache::Registered reg = registrar_(reinterpret_cast<void*>(pages.begin), pages.length());
+    return std::make_unique<OfiRegistration>(this, buf, length, std::move(reg));
   }
 
   int progress() override {
@@ -457,8 +478,20 @@ class OfiTransport final : public Transport {
   }
 
   void post(Request& req, bool is_send, int peer, void* buf, size_t length, uint64_t tag,
-            Deadline deadline) {
+            Deadline deadline, const Registration* reg) {
     const char* op = is_send ? "send" : "receive";
+    void* reg_desc = nullptr;
+    if (reg != nullptr) {
+      const auto* ours = dynamic_cast<const OfiRegistration*>(reg);
+      const OfiRegistration* mine = ours != nullptr && ours->owner() == this ? ours : nullptr;
+      if (mine == nullptr || !reg->covers(buf, length)) {
+        raise(ErrorCode::InvalidArgument,
+              "rank {}: {} of {} bytes at {} with peer {} names a registration of [{}, +{}) that "
+              "{}", config_.rank, op, length, buf, peer, reg->base(), reg->length(),
+              mine == nullptr ? "another transport made" : "does not cover the buffer");
+      }
+      reg_desc = mine->desc();
+    }
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) {
       raise(ErrorCode::InvalidArgument, "rank {}: {} to/from peer {} but {} ranks are connected",
             config_.rank, op, peer, peers_.size());
@@ -517,8 +550,9 @@ class OfiTransport final : public Transport {
         OpContext* ctx = pool_.acquire();
         try {
           ctx->req = &req;
-          ctx->mr = mr_cache_ ? mr_cache_->lookup(p, len) : nullptr;
-          void* desc = ctx->mr ? ctx->mr->desc : nullptr;
+          // A caller's registration, else the cache (Note [registration handles]).
+          ctx->mr = mr_cache_ && reg == nullptr ? mr_cache_->lookup(p, len) : nullptr;
+          void* desc = ctx->mr ? ctx->mr->desc : reg_desc;
           if (is_send) {
             retry(req, "fi_tsend", deadline,
                   [&] { return fi_tsend(ep_.get(), p, len, desc, addr, tag, &ctx->fi); });
@@ -630,6 +664,7 @@ class OfiTransport final : public Transport {
   InfoPtr info_;
   FabricPtr fabric_;
   DomainPtr domain_;
+  MrCache::Registrar registrar_;  // set when buffers must be registered
   std::unique_ptr<MrCache> mr_cache_;
   CompletionQueuePtr cq_;
   AddressVectorPtr av_;
