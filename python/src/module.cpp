@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,12 +66,23 @@ PyWork submit(const CommPtr& comm, std::vector<py::object> pinned, Fn&& fn) {
   return PyWork{std::move(w), comm};
 }
 
+// "nan", "-1", "0.5": a Python float as a user wrote it, for messages.
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 Options make_options(std::optional<double> timeout, std::optional<std::string> provider,
                      std::optional<std::string> iface) {
   Options o;
   if (timeout) {
-    if (*timeout <= 0) invalid("Communicator.create: timeout must be > 0 seconds");
-    o.timeout = std::chrono::milliseconds(int64_t(*timeout * 1000));
+    // NaN compares false with everything: test for the good range.
+    if (!(std::isfinite(*timeout) && *timeout > 0 && *timeout <= 1e7)) {
+      invalid("Communicator.create: timeout must be a number of seconds in (0, 1e7] (got " +
+              number_text(*timeout) + ")");
+    }
+    o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(*timeout * 1000)));
   }
   if (provider) o.provider = *provider;
   if (iface) o.iface = *iface;
@@ -91,6 +104,10 @@ PYBIND11_MODULE(_C, m) {
       .def(
           "wait",
           [](PyWork& self, std::optional<double> timeout) {
+            if (timeout && !(std::isfinite(*timeout) && *timeout >= 0)) {
+              invalid("Work.wait: timeout must be a number of seconds >= 0, or None to wait for "
+                      "the collective's own deadline (got " + number_text(*timeout) + ")");
+            }
             release_unpinned();
             if (!wait_interruptibly(self.work, timeout ? *timeout : -1.0)) {
               throw Error(ErrorCode::Timeout,

@@ -33,6 +33,21 @@ def test_world_of_one(world_of_one, dtype):
     c.allreduce(empty).wait()
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 0.0, 1e300])
+def test_create_refuses_timeouts_that_cannot_work(bad):
+    # Issue 17, item 5: nan used to become "-9223372036854775808 ms".
+    with pytest.raises(gradwire.InvalidArgumentError, match="timeout must be a number of seconds"):
+        gradwire.Communicator.create(timeout=bad)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, float("-inf")])
+def test_wait_refuses_timeouts_that_cannot_work(world_of_one, bad):
+    w = world_of_one.allreduce(np.ones(4, np.float32))
+    with pytest.raises(gradwire.InvalidArgumentError, match="Work.wait: timeout must be"):
+        w.wait(timeout=bad)
+    w.wait(timeout=0 if w.test() else 10)
+
+
 def test_dlpack_zero_copy(world_of_one):
     torch = pytest.importorskip("torch")
     t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
