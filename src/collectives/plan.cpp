@@ -50,6 +50,12 @@ Segmentation segment(size_t max_block_elems, size_t elem_size, size_t segment_by
                      size_t messages_per_segment) {
   Segmentation s;
   s.seg_elems = std::max<size_t>(1, segment_bytes / std::max<size_t>(1, elem_size));
+  // Never longer than the largest block: the ring sizes its receive window
+  // (at least four slots) by the segment, so a segment option far above the
+  // data (GRADWIRE_SEGMENT_BYTES=1G for an 8 MiB allreduce) would allocate
+  // and zero gigabytes per collective (issue 17, item 2: it stalled the
+  // engine past the deadline).
+  s.seg_elems = std::min(s.seg_elems, std::max<size_t>(1, max_block_elems));
   s.nseg = std::max<size_t>(1, (max_block_elems + s.seg_elems - 1) / s.seg_elems);
   // Keep the slot space: grow the segment until the messages fit.
   const size_t budget = (kMaxSlots - 64) / std::max<size_t>(1, messages_per_segment);

@@ -45,8 +45,8 @@ struct Segmentation {
   size_t seg_elems = 1;
   size_t nseg = 1;
 };
-// `messages_per_segment` is how many slots each segment needs over the
-// whole collective; the result keeps nseg * messages_per_segment below
+// `seg_elems` is at most `max_block_elems`. `messages_per_segment` is how
+// many slots each segment needs over the whole collective; the result keeps nseg * messages_per_segment below
 // the tag's slot space.
 Segmentation segment(size_t max_block_elems, size_t elem_size, size_t segment_bytes,
                      size_t messages_per_segment);

@@ -50,7 +50,7 @@ TEST(Plan, BlocksCoverTheBufferInOrder) {
 
 TEST(Plan, SegmentsCoverEveryBlock) {
   const Segmentation s = segment(1000, 4, 4096, 6);
-  EXPECT_EQ(s.seg_elems, 1024u);
+  EXPECT_EQ(s.seg_elems, 1000u);  // never longer than the largest block
   EXPECT_EQ(s.nseg, 1u);
   const Segmentation t = segment(10000, 4, 4096, 6);
   EXPECT_EQ(t.nseg, 10u);  // ceil(10000 / 1024)
@@ -63,6 +63,19 @@ TEST(Plan, SegmentsCoverEveryBlock) {
     }
     EXPECT_EQ(covered, block) << "block " << block;
   }
+}
+
+// Issue 17, item 2: GRADWIRE_SEGMENT_BYTES=1G used to size the ring's
+// receive window at four 1 GiB slots whatever the data; the segment now
+// follows the data, so every accepted value costs no more memory than the
+// default for the same collective.
+TEST(Plan, SegmentsNeverExceedTheLargestBlock) {
+  const size_t block = (size_t(8) << 20) / 4 / 3;  // 8 MiB of float32 on 3 ranks
+  const Segmentation huge = segment(block, 4, size_t(1) << 30, 4);
+  EXPECT_EQ(huge.seg_elems, block);
+  EXPECT_EQ(huge.nseg, 1u);
+  EXPECT_EQ(segment(0, 4, size_t(1) << 30, 4).seg_elems, 1u);
+  EXPECT_EQ(segment(block, 4, 1 << 20, 4).seg_elems, size_t(1) << 18);  // default unchanged
 }
 
 TEST(Plan, SegmentsStayInsideTheTagSlotSpace) {
