@@ -20,6 +20,8 @@ void WorkState::finish(std::exception_ptr err) {
   // returns may rely on what its callbacks did. A callback may register
   // another one: keep draining until none is left.
   std::unique_lock<std::mutex> lk(mu);
+  if (finishing) return;
+  finishing = true;
   error = err;
   for (;;) {
     std::vector<std::function<void(std::exception_ptr)>> fns;

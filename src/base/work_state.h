@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -32,7 +33,9 @@ struct WorkState {
 
   void mark_started();
   // Records the outcome, wakes waiters, then runs the callbacks (outside the
-  // lock, on the calling thread).
+  // lock, on the calling thread). Only the first call counts: a Work the
+  // watchdog abandoned (Note [a published failure ends a stuck wait]) is
+  // finished again by its engine thread if the provider ever returns.
   void finish(std::exception_ptr err);
 
   const std::string description;
@@ -43,6 +46,10 @@ struct WorkState {
   Phase phase = Phase::Queued;
   Clock::time_point started{};
   std::exception_ptr error;
+  bool finishing = false;  // finish() was called
+  // Set before another thread finishes a Work whose engine thread is stuck
+  // in it; its engine is then leaked (Note [a stuck engine is leaked]).
+  std::atomic<bool> abandoned{false};
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
 };
 

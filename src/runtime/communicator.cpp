@@ -194,6 +194,30 @@ void CommunicatorImpl::engine_stuck(const std::string& what) {
              ErrorCode::Timeout);
 }
 
+void CommunicatorImpl::abandon_engine(const std::shared_ptr<detail::WorkState>& running) {
+  const ErrorCode code = ErrorCode(job::failure_code().load());
+  const std::string reason = fmt::format(
+      "{} was interrupted: {} (this rank's provider call did not return within {:.1f} s of the "
+      "report, so the engine thread of communicator {} is left behind)",
+      running->description, job::failure_reason(),
+      std::chrono::duration<double>(kInterruptGrace).count(), name);
+  {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    if (!aborted_) {
+      abort_reason_ = reason;
+      aborted_ = true;
+    }
+  }
+  log().error("{}", reason);
+  running->abandoned.store(true);
+  transport->abandon();  // Note [a stuck engine is leaked]: nothing else of it is touched
+  const size_t n = engine_->fail_queued(std::make_exception_ptr(Error(
+      ErrorCode::Aborted, fmt::format("rank {}: a collective queued on communicator {} will never "
+                                      "run: {}", rank, name, reason))));
+  if (n > 0) log().error("rank {}: failed {} queued collectives of {}", rank, n, name);
+  running->finish(std::make_exception_ptr(Error(code, reason)));
+}
+
 void CommunicatorImpl::abort(const std::string& reason) {
   // Marks the communicator first so queued collectives fail fast, then
   // cancels on the engine thread (the transport is single-threaded), and

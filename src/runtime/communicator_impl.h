@@ -58,6 +58,10 @@ class CommunicatorImpl {
     if (!watchdog_->stop()) (void)bootstrap.release();  // Note [watchdog]
   }
   void engine_stuck(const std::string& what);
+  // Note [a published failure ends a stuck wait] (runtime/watchdog.h):
+  // finishes `running`, which the engine thread is stuck in, with the
+  // reported failure, fails the queue, aborts and leaks the engine.
+  void abandon_engine(const std::shared_ptr<detail::WorkState>& running);
   // Note [reach report] in diag/reach.h: the sequence number of the last
   // collective the engine started (-1: none yet), published by the watchdog.
   std::atomic<int64_t> last_started{-1};

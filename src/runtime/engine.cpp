@@ -29,6 +29,13 @@ bool Engine::shutdown() {
     exited_cv_.wait_for(lk, std::chrono::milliseconds(100));
     if (exited_) break;
     if (current_) {
+      // Note [a published failure ends a stuck wait]: given up on already.
+      if (current_->abandoned.load()) {
+        log().error("engine '{}' is stuck in {}, which was abandoned after another rank's "
+                    "failure; leaving its thread and resources behind so this process can exit",
+                    name_, current_->description);
+        return false;
+      }
       std::lock_guard<std::mutex> state_lk(current_->mu);
       if (current_->phase == detail::WorkState::Phase::Running &&
           Clock::now() > current_->started + current_->timeout +
@@ -58,6 +65,11 @@ std::string Engine::overdue() {
     return cur->description;
   }
   return "";
+}
+
+std::shared_ptr<detail::WorkState> Engine::running() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return current_;
 }
 
 size_t Engine::fail_queued(std::exception_ptr err) {

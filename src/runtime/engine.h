@@ -51,6 +51,8 @@ class Engine {
   // For the watchdog (Note [watchdog]): the description of the operation
   // running past its deadline by more than engine_slack(), or "".
   std::string overdue();
+  // The operation running now, or null.
+  std::shared_ptr<detail::WorkState> running();
   // Fails every operation still queued (not started) with `err`, so that
   // nobody waits behind a stuck engine; returns how many.
   size_t fail_queued(std::exception_ptr err);

@@ -299,6 +299,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   using namespace std::chrono;
   auto next_poll = steady_clock::now();
   bool stuck_reported = false;
+  steady_clock::time_point failure_seen{};  // when another rank's failure was first seen
   const Options options = comm->options;
   const int rank = comm->rank, size = comm->size;
   const std::string name = comm->name;
@@ -323,6 +324,24 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         if (!what.empty()) {
           stuck_reported = true;
           comm->engine_stuck(what);
+        }
+      }
+      // Note [a published failure ends a stuck wait].
+      if (!stuck_reported && job::failed_flag().load(std::memory_order_acquire)) {
+        const auto now = steady_clock::now();
+        if (failure_seen == steady_clock::time_point{}) failure_seen = now;
+        if (auto cur = comm->engine().running()) {
+          steady_clock::time_point started;
+          bool running = false;
+          {
+            std::lock_guard<std::mutex> state_lk(cur->mu);
+            running = cur->phase == detail::WorkState::Phase::Running && !cur->finishing;
+            started = cur->started;
+          }
+          if (running && now - std::max(started, failure_seen) > kInterruptGrace) {
+            stuck_reported = true;
+            comm->abandon_engine(cur);
+          }
         }
       }
       progress = comm->last_started.load(std::memory_order_relaxed);

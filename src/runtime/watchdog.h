@@ -16,6 +16,18 @@
 //     rank last started, and on request reads the other ranks' to say in
 //     a failed collective's error which ranks had reached it (Note [reach
 //     report] in diag/reach.h).
+//  4. Note [a published failure ends a stuck wait]: once another rank's
+//     failure is known here, a collective still running kInterruptGrace
+//     later is not going to notice the interrupt: its engine thread is
+//     inside a provider call that does not return (libfabric 1.17's shm
+//     spins in fi_cq_read after a truncated large message whose sender
+//     left, Note [no inline execution]). The watchdog then finishes that
+//     Work itself with the reported error (its code, e.g. Mismatch, and
+//     the reporting rank's words), fails what is queued, aborts the
+//     communicator and leaks its engine and transport, after unlinking the
+//     transport's shared-memory name (Transport::abandon). Waiting for the
+//     deadline instead blamed "a bug in gradwire or a hung provider" at
+//     twice the deadline and left the region in /dev/shm (issue 17, item 1).
 // Under mpirun there is no store: ranks blocked in the failed collective
 // reach its deadline on their own; a rank elsewhere learns at its next
 // collective. The store is only touched by this thread, never by the engine,
@@ -23,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -42,6 +55,12 @@ class CommunicatorImpl;
 namespace bootstrap {
 class Store;
 }
+
+// Note [a published failure ends a stuck wait]: how long a collective may
+// keep running after another rank's failure is known before its engine
+// counts as stuck. An interrupt is seen within milliseconds by a collective
+// that polls (Note [interrupting a collective]).
+inline constexpr std::chrono::milliseconds kInterruptGrace{1000};
 
 namespace job {
 // This process's first failure, reported to the other ranks by the

@@ -150,6 +150,12 @@ class Transport {
   // cache invalidation] in transport/ofi/memory.h). No-op where nothing is
   // cached.
   virtual void invalidate(const void* buf, size_t length) {}
+  // Called from another thread when the thread that owns this transport is
+  // stuck in a provider call and is being leaked with it (Note [a published
+  // failure ends a stuck wait] in runtime/watchdog.h): releases what would
+  // outlive the process, such as a shared-memory region's name, without
+  // touching the fabric.
+  virtual void abandon() {}
 };
 
 // What opening a transport needs; every field is the transport's to

@@ -11,12 +11,17 @@
 //                              Timeout or PeerLost
 //   fault_test mismatch COUNT  rank r passes COUNT*(r+1) elements: every rank
 //                              fails with Mismatch or Timeout
+//   fault_test mismatch-prompt COUNT  the same, and every rank blames the
+//                              counts within half the deadline, destroys its
+//                              communicator at once and leaves no /dev/shm
+//                              region
 //   fault_test bad-secret R    rank R has a wrong job secret (gwlaunch
 //                              --bad-secret R): it fails with Unauthenticated
 //                              naming the secret mismatch; the others with
 //                              Timeout naming rank R
 //   fault_test no-secret R     likewise for a rank without a secret
 //                              (gwlaunch --no-secret R)
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -136,6 +141,47 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       return judge("peer-dies", &e, {ErrorCode::Timeout, ErrorCode::PeerLost}, {"allreduce #"}, t0);
     }
+  }
+
+  // Issue 17, item 1 (Note [a published failure ends a stuck wait]): the
+  // mismatch is blamed on every rank well before the deadline, even where
+  // the provider never returns, the communicator is destroyed at once, and
+  // this process leaves no region in /dev/shm.
+  if (mode == "mismatch-prompt") {
+    const size_t base = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100000;
+    std::vector<float> data(base * size_t(rank + 1), 1.0f);
+    std::string verdict;
+    try {
+      comm->allreduce(data.data(), data.data(), data.size(), DataType::Float32, ReduceOp::Sum)
+          .wait();
+      return judge("mismatch-prompt", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      const bool blames_counts = std::string(e.what()).find("different counts") != std::string::npos;
+      const bool code_ok = e.code() == ErrorCode::Mismatch || e.code() == ErrorCode::Transport;
+      if (!blames_counts || !code_ok || elapsed > timeout_s() / 2) {
+        std::fprintf(stderr, "[rank %d] mismatch-prompt: FAIL after %.2f s (wanted Mismatch or "
+                     "Transport naming different counts within %.1f s): %s\n", rank, elapsed,
+                     timeout_s() / 2, e.what());
+        return 1;
+      }
+      std::fprintf(stderr, "[rank %d] mismatch-prompt: error after %.2f s: %s\n", rank, elapsed,
+                   e.what());
+    }
+    const auto before_reset = Clock::now();
+    comm.reset();
+    const double reset_s = std::chrono::duration<double>(Clock::now() - before_reset).count();
+    const std::string prefix = "gw_" + std::to_string(::getpid()) + "_";
+    int left = 0;
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (dirent* ent = ::readdir(d)) left += std::string(ent->d_name).rfind(prefix, 0) == 0;
+      ::closedir(d);
+    }
+    const bool ok = reset_s < 2.0 && left == 0;
+    std::fprintf(stderr, "[rank %d] mismatch-prompt: %s: communicator destroyed in %.2f s, %d "
+                 "region(s) %s* left in /dev/shm\n", rank, ok ? "ok" : "FAIL", reset_s, left,
+                 prefix.c_str());
+    return ok ? 0 : 1;
   }
 
   if (mode == "mismatch") {

@@ -19,6 +19,7 @@
 // touches its buffer. The first error of any piece is the one reported.
 #include "transport/ofi/transport.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -378,6 +379,16 @@ class OfiTransport final : public Transport {
     if (mr_cache_) mr_cache_->invalidate(buf, length);
   }
 
+  // The region stays mapped for the stuck thread; only its name goes, so
+  // /dev/shm is clean when the process exits (the provider unlinks it when
+  // the endpoint closes, which a leaked transport never does).
+  void abandon() override {
+    if (!shm_name_.empty() && ::shm_unlink(shm_name_.c_str()) == 0) {
+      log().debug("rank {}: unlinked shm region {} of an abandoned transport", config_.rank,
+                  shm_name_);
+    }
+  }
+
  private:
   void check(int rc, const char* call) const {
     if (rc != 0) {
@@ -400,6 +411,7 @@ class OfiTransport final : public Transport {
     std::random_device rd;
     const uint64_t nonce = (uint64_t(rd()) << 32) ^ rd();
     const std::string name = fmt::format("gw_{}_{:016x}_{}", ::getpid(), nonce, counter++);
+    shm_name_ = name;
     std::free(info_->src_addr);
     info_->src_addr = ::strdup(name.c_str());
     if (!info_->src_addr) raise(ErrorCode::Internal, "rank {}: out of memory", config_.rank);
@@ -664,6 +676,7 @@ class OfiTransport final : public Transport {
   InfoPtr info_;
   FabricPtr fabric_;
   DomainPtr domain_;
+  std::string shm_name_;  // the shm provider's region name (Note [unique shm names])
   MrCache::Registrar registrar_;  // set when buffers must be registered
   std::unique_ptr<MrCache> mr_cache_;
   CompletionQueuePtr cq_;
