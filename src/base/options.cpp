@@ -127,9 +127,10 @@ Options Options::with_env_overrides() const {
     errno = 0;
     char* end = nullptr;
     unsigned long long n = std::strtoull(v, &end, 10);
-    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > (1u << 24)) {
+    // At most 131072: the largest dump tools/gradwire-fr reads (kMaxRecorderEntries).
+    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > 131072) {
       raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, 16777216] (0 = off)", v);
+            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, 131072] (0 = off)", v);
     }
     o.flight_recorder_size = size_t(n);
   }
@@ -165,6 +166,11 @@ void Options::validate() const {
     raise(ErrorCode::InvalidArgument,
           "Options::segment_bytes / GRADWIRE_SEGMENT_BYTES = {} is out of range [4096, 1G]",
           segment_bytes);
+  }
+  if (flight_recorder_size > 131072) {  // kMaxRecorderEntries in diag/fr_report.h
+    raise(ErrorCode::InvalidArgument,
+          "Options::flight_recorder_size / GRADWIRE_FR_SIZE = {} is larger than 131072, the "
+          "most a dump gradwire-fr reads can hold", flight_recorder_size);
   }
   if (small_message_bytes > (size_t(1) << 30)) {
     raise(ErrorCode::InvalidArgument,

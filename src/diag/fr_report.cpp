@@ -44,7 +44,7 @@ class Parser {
   Parser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
 
   Json parse() {
-    if (s_.size() > kMaxDumpBytes) fail("larger than the 256 MiB a dump can be");
+    if (s_.size() > kMaxDumpBytes) fail("larger than the 48 MiB a dump can be");
     Json v = value(0);
     ws();
     if (i_ != s_.size()) fail("trailing characters");
@@ -183,9 +183,41 @@ int64_t bounded(const Json& o, std::string_view key, int64_t dflt, int64_t lo, i
   return v;
 }
 constexpr int64_t kMaxUs = int64_t(1) << 62;  // microseconds: far past any real clock
+// Every string a dump holds is printed to a terminal: control characters
+// (C0, DEL, C1) and bytes that are not UTF-8 become \xHH, so a forged
+// reason can neither move the cursor nor add a line that looks like ours.
+std::string printable(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  auto hex = [&](unsigned char b) { out += fmt::format("\\x{:02x}", b); };
+  for (size_t i = 0; i < in.size();) {
+    const auto b = static_cast<unsigned char>(in[i]);
+    if (b >= 0x20 && b < 0x7f) {
+      out += char(b);
+      ++i;
+      continue;
+    }
+    // Length and first-byte range of a well-formed UTF-8 sequence.
+    const size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3
+                   : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    bool ok = n > 0 && i + n <= in.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+    // U+0080..U+009F (C1 controls, e.g. the 8-bit CSI) are encoded c2 80..c2 9f.
+    if (ok && n == 2 && b == 0xc2 && static_cast<unsigned char>(in[i + 1]) < 0xa0) ok = false;
+    if (!ok) {
+      hex(b);
+      ++i;
+      continue;
+    }
+    out.append(in.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 std::string str(const Json& o, std::string_view key) {
   const Json* v = o.get(key);
-  return v && v->kind == Json::String ? v->str : std::string();
+  return v && v->kind == Json::String ? printable(v->str) : std::string();
 }
 
 // At most 32 ranks are spelled out: a dump may claim a world of a million.

@@ -45,9 +45,13 @@ struct Dump {
 // is wrong. A dump is untrusted input (any file in GRADWIRE_FR_DIR): it is
 // capped at kMaxDumpBytes, kMaxJsonDepth levels of nesting and
 // kMaxJsonValues values, and every number is range-checked before use.
-constexpr size_t kMaxDumpBytes = size_t(256) << 20;
+constexpr size_t kMaxDumpBytes = size_t(48) << 20;
 constexpr int kMaxJsonDepth = 64;
-constexpr size_t kMaxJsonValues = 20'000'000;
+// A dump holds 12 values per collective, and GRADWIRE_FR_SIZE is at most
+// kMaxRecorderEntries: every dump the library writes fits, and a forged one
+// costs at most a few hundred MB to refuse (issue 17: 20 M values cost 4 GB).
+constexpr size_t kMaxJsonValues = 2'000'000;
+constexpr size_t kMaxRecorderEntries = 131072;
 constexpr int kMaxDumpWorldSize = 1 << 20;
 Dump parse_dump(const std::string& json, const std::string& path = "<dump>");
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -78,7 +79,8 @@ TEST(FlightRecorder, DumpWritesOnceAndEscapes) {
   EXPECT_EQ(d.reason, "first");
   ASSERT_EQ(d.comms.size(), 1u);
   EXPECT_EQ(d.comms[0].name, "group 1 [0, 1]");
-  EXPECT_EQ(d.comms[0].error, "a \"quoted\"\nerror");
+  // Read back for printing: a newline is shown, not obeyed (issue 17).
+  EXPECT_EQ(d.comms[0].error, "a \"quoted\"\\x0aerror");
   EXPECT_EQ(d.comms[0].error_seq, 7);
   ASSERT_EQ(d.entries.size(), 1u);
   EXPECT_EQ(d.entries[0].op, "broadcast");
@@ -93,6 +95,49 @@ TEST(FlightRecorder, ParseRejectsOtherFiles) {
   EXPECT_THROW(parse_dump("{\"format\": \"something\"}", "x.json"), Error);
   EXPECT_THROW(parse_dump("{\"format\": \"gradwire-fr/1\", \"rank\": ", "x.json"), Error);
   EXPECT_THROW(parse_dump("not json", "x.json"), Error);
+}
+
+// Issue 17: gradwire-fr printed a dump's strings raw (terminal escapes and
+// forged lines passed through) and read 20 M numbers into 4 GB before
+// refusing them.
+TEST(FlightRecorder, DumpStringsArePrintedEscaped) {
+  Recorder r;
+  r.configure(8, "", 0, 2);
+  const uint16_t c = r.register_comm("world\x1b]0;owned\x07", 0, 2);
+  r.started(r.queued(c, 0, allreduce(4)));
+  const Dump d = parse_dump(r.to_json("boom\x1b[2J\nrank 1: all is well\xc2\x9b" "31m caf\xc3\xa9"));
+  EXPECT_EQ(d.reason, "boom\\x1b[2J\\x0arank 1: all is well\\xc2\\x9b31m caf\xc3\xa9");
+  const std::string text = diagnose({d}).text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find("\nrank 1: all is well"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+}
+
+TEST(FlightRecorder, ParseBoundsWhatItReads) {
+  std::string bomb = "[";
+  for (size_t i = 0; i < kMaxJsonValues + 1; ++i) bomb += i ? ",0" : "0";
+  bomb += "]";
+  try {
+    parse_dump(bomb, "bomb.json");
+    FAIL() << "a dump of " << kMaxJsonValues + 1 << " numbers was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "more values than a dump can hold")) << e.what();
+  }
+  EXPECT_THROW(parse_dump(std::string(kMaxDumpBytes + 1, ' '), "big.json"), Error);
+  // The largest recorder the options accept writes a dump within both
+  // bounds: measured on 1000 entries with the widest numbers, with 10 %
+  // to spare.
+  Recorder r;
+  r.configure(1000, "", 0, 1);
+  const uint16_t c = r.register_comm("world", 0, 1);
+  for (uint32_t s = 0; s < 1000; ++s) {
+    r.done(r.queued(c, kMaxRecorderEntries * 32 + s, allreduce(uint64_t(1) << 62)), true);
+  }
+  const std::string json = r.to_json("full");
+  EXPECT_EQ(parse_dump(json).entries.size(), 1000u);
+  const double values_per_entry = double(std::count(json.begin(), json.end(), ':')) / 1000 + 1;
+  EXPECT_LE(values_per_entry * kMaxRecorderEntries * 1.1, double(kMaxJsonValues));
+  EXPECT_LE(double(json.size()) / 1000 * kMaxRecorderEntries * 1.1, double(kMaxDumpBytes));
 }
 
 // A rank's dump with collectives 0..last (the last one in `last_state`).
