@@ -262,6 +262,11 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
       }
       auto store = make_tcp_store(r.host, r.port, /*is_server=*/r.rank == 0,
                                   Deadline::after(options.timeout), store_options);
+      // Note [world generations] (tcp_store.cpp): later worlds at the same
+      // host:port keep to their own keys on the server that outlived the first.
+      if (const uint64_t g = next_world_generation(r.host, r.port, r.rank); g > 0) {
+        store = prefix_store(std::move(store), fmt::format("world{}/", g));
+      }
       return make_store_bootstrap(std::move(store), r.rank, r.size, r.local_rank);
     }
     default: break;

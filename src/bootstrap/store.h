@@ -59,6 +59,13 @@ struct TcpStoreOptions {
 };
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
                                       Deadline deadline, const TcpStoreOptions& options);
+// Note [world generations] (tcp_store.cpp): the n-th world that `rank` of
+// this process creates over the TCP store at host:port (0 for the first).
+// Every rank counts alike, because worlds are created collectively.
+uint64_t next_world_generation(const std::string& host, uint16_t port, int rank);
+// A view of `store` in which every key is `prefix` + key.
+std::unique_ptr<Store> prefix_store(std::unique_ptr<Store> store, std::string prefix);
+
 // File store: one file per key in `dir` (written atomically by rename).
 // `dir` is created if missing. It must be fresh for each job: keys left by an
 // earlier run would be read as this run's.

@@ -3,6 +3,7 @@
 // WAIT parks on the server: Note [tcp store protocol] in tcp_store_server.h.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -36,6 +37,94 @@ long long ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
 }
 
+// Note [world generations]: a process may destroy its world communicator
+// and create it again (torch's destroy_process_group + init_process_group,
+// an elastic restart), every rank at nearly the same moment. Two things
+// broke that when each world had its own store server on rank 0:
+//  * a rank that came back first connected to rank 0's old server, still up,
+//    and read the previous world's keys (its endpoint addresses), then
+//    waited on endpoints that no longer exist;
+//  * rank 0's old server, lingering for that rank's connection, kept rank 0
+//    from serving the new world, and the others' connections were refused.
+// So the server on host:port outlives its Store and serves every later
+// world of this process at the same place (kept in a process-wide table,
+// which is never destroyed: its threads end with the process), and each
+// world uses its own keys: the n-th world over host:port prefixes them with
+// "world<n>/" (next_world_generation; every rank counts alike because worlds
+// are created collectively). A server nobody uses stays for the next world;
+// beyond kIdleServers idle ones (a process that keeps creating stores on
+// fresh ports, e.g. one per torch group), the oldest are closed.
+constexpr size_t kIdleServers = 8;
+
+struct ServedStore {
+  std::shared_ptr<Server> server;
+  std::string secret;
+  uint64_t created = 0;  // order of creation, for closing the oldest idle ones
+};
+
+std::mutex& served_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::map<std::string, ServedStore>& served() {
+  static auto* table = new std::map<std::string, ServedStore>;  // Note [world generations]
+  // At exit the servers close as a Store's did: each keeps serving ranks
+  // still connected for its linger, so a rank 0 that leaves first does not
+  // pull the store from under ranks still reading its keys. Constructed
+  // after the logger, so destroyed before it.
+  struct CloseAtExit {
+    ~CloseAtExit() {
+      std::map<std::string, ServedStore> closing;
+      {
+        std::lock_guard<std::mutex> lk(served_mu());
+        closing.swap(*table);
+      }
+    }
+  };
+  static CloseAtExit close_at_exit;
+  return *table;
+}
+
+std::shared_ptr<Server> shared_server(const std::string& bind, uint16_t port,
+                                      milliseconds linger, const std::string& secret) {
+  if (port == 0) return std::make_shared<Server>(bind, port, linger, secret);  // never reused
+  std::vector<std::shared_ptr<Server>> closing;  // destroyed (lingering) outside the lock
+  std::shared_ptr<Server> server;
+  {
+    std::lock_guard<std::mutex> lk(served_mu());
+    auto& table = served();
+    const std::string key = host_port(bind, port);
+    auto it = table.find(key);
+    if (it != table.end()) {
+      if (it->second.secret != secret) {
+        raise(ErrorCode::InvalidArgument,
+              "tcp store {}: this process already serves the store of an earlier world there "
+              "with another job secret; use the same GRADWIRE_JOB_SECRET for every world of a "
+              "job, or another port", key);
+      }
+      return it->second.server;
+    }
+    static uint64_t created = 0;
+    server = std::make_shared<Server>(bind, port, linger, secret);
+    table[key] = ServedStore{server, secret, ++created};
+    size_t idle = 0;
+    for (auto& [k, v] : table) idle += v.server.use_count() == 1;
+    while (idle > kIdleServers) {
+      auto oldest = table.end();
+      for (auto i = table.begin(); i != table.end(); ++i) {
+        if (i->second.server.use_count() == 1 &&
+            (oldest == table.end() || i->second.created < oldest->second.created)) {
+          oldest = i;
+        }
+      }
+      closing.push_back(std::move(oldest->second.server));
+      table.erase(oldest);
+      --idle;
+    }
+  }
+  return server;
+}
+
 class TcpStore final : public Store {
  public:
   TcpStore(std::string host, uint16_t port, bool is_server, Deadline deadline,
@@ -47,8 +136,8 @@ class TcpStore final : public Store {
       op_window_ = std::max(deadline.remaining(), milliseconds(1000));
     }
     if (is_server) {
-      server_ = std::make_unique<Server>(options.bind_host.empty() ? host_ : options.bind_host,
-                                         port_, options.linger, options.secret);
+      server_ = shared_server(options.bind_host.empty() ? host_ : options.bind_host, port_,
+                              options.linger, options.secret);
       port_ = server_->port();
     }
     where_ = host_port(host_, port_);
@@ -58,8 +147,8 @@ class TcpStore final : public Store {
   }
 
   ~TcpStore() override {
-    // Our own connections go first, so the lingering server only waits for
-    // the other ranks.
+    // Our own connections go first, so a lingering server only waits for
+    // the other ranks (Note [world generations]: a shared one stays up).
     idle_.clear();
     server_.reset();
   }
@@ -260,7 +349,7 @@ class TcpStore final : public Store {
   std::string secret_;
   std::string where_;
   std::optional<milliseconds> op_window_;
-  std::unique_ptr<Server> server_;
+  std::shared_ptr<Server> server_;
   std::mutex mu_;
   std::vector<UniqueFd> idle_;
   std::atomic<bool> connected_once_{false};
@@ -278,6 +367,42 @@ std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bo
   }
   if (!options.secret.empty()) check_secret(options.secret, "the tcp store's job secret");
   return std::make_unique<TcpStore>(host, port, is_server, deadline, options);
+}
+
+uint64_t next_world_generation(const std::string& host, uint16_t port, int rank) {
+  static auto* counts = new std::map<std::string, uint64_t>;  // Note [world generations]
+  std::lock_guard<std::mutex> lk(served_mu());
+  // Per rank too: ranks that are threads of one process count their own.
+  return (*counts)[host_port(host, port) + "#" + std::to_string(rank)]++;
+}
+
+namespace {
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::unique_ptr<Store> inner, std::string prefix)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::string& value) override {
+    inner_->set(prefix_ + key, value);
+  }
+  std::string get(const std::string& key, Deadline deadline,
+                  const std::string& waiting_for) override {
+    return inner_->get(prefix_ + key, deadline, waiting_for);
+  }
+  std::optional<std::string> try_get(const std::string& key) override {
+    return inner_->try_get(prefix_ + key);
+  }
+  std::string describe() const override {
+    return inner_->describe() + " (keys " + prefix_ + "*)";
+  }
+
+ private:
+  std::unique_ptr<Store> inner_;
+  std::string prefix_;
+};
+}  // namespace
+
+std::unique_ptr<Store> prefix_store(std::unique_ptr<Store> store, std::string prefix) {
+  return std::make_unique<PrefixStore>(std::move(store), std::move(prefix));
 }
 
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,

@@ -275,8 +275,17 @@ TEST(TcpStore, MalformedFramesDropOnlyThatClient) {
 }
 
 TEST(TcpStore, BindingAUsedPortIsInvalidArgument) {
+  // Another socket holds the port (a second store of this process on the
+  // same port shares the first one's server: Note [world generations]).
   uint16_t port = free_port();
-  auto first = server(port);
+  int other = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(other, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(other, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(other, 1), 0);
   try {
     server(port);
     FAIL() << "no error";
@@ -285,11 +294,40 @@ TEST(TcpStore, BindingAUsedPortIsInvalidArgument) {
     EXPECT_NE(std::string(e.what()).find(where(port)), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
   }
+  ::close(other);
+}
+
+// Note [world generations]: a server shares its host:port with later stores
+// of the process, even after its own Store is gone.
+TEST(TcpStore, ALaterStoreOnThePortSharesTheServer) {
+  uint16_t port = free_port();
+  auto first = server(port);
+  first->set("gen0", "a");
+  first.reset();
+  auto again = server(port);
+  EXPECT_EQ(again->try_get("gen0"), std::optional<std::string>("a"));
+  try {
+    make_tcp_store("127.0.0.1", port, true, Deadline::after(2s),
+                   TcpStoreOptions{5s, std::string(32, 'k'), ""});
+    FAIL() << "a store with another secret shared the server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("another job secret"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(next_world_generation("127.0.0.1", port, 0), 0u);
+  EXPECT_EQ(next_world_generation("127.0.0.1", port, 0), 1u);
+  EXPECT_EQ(next_world_generation("127.0.0.1", port, 1), 0u);  // ranks count their own
+  auto view = prefix_store(server(port), "world1/");
+  view->set("k", "v");
+  EXPECT_EQ(again->try_get("world1/k"), std::optional<std::string>("v"));
+  EXPECT_EQ(view->try_get("gen0"), std::nullopt);
 }
 
 TEST(TcpStore, ServerGoneIsPeerLost) {
-  uint16_t port = free_port();
-  auto srv = server(port, /*linger=*/0ms);
+  // Port 0: a server of its own, which goes with its Store.
+  auto srv = server(0, /*linger=*/0ms);
+  const std::string desc = srv->describe();
+  const uint16_t port = uint16_t(std::stoi(desc.substr(desc.rfind(':') + 1)));
   auto c = client(port);
   c->set("k", "v");
   srv.reset();
