@@ -47,6 +47,10 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+// The most collectives the flight recorder may keep: the largest dump
+// tools/gradwire-fr reads (kMaxRecorderEntries in diag/fr_report.h).
+constexpr size_t kMaxFlightRecorderSize = 131072;
+
 // Variables whose value is a number or a choice: set but empty is an error
 // (Note [strict environment values]).
 constexpr const char* kNumbersAndChoices[] = {
@@ -127,10 +131,10 @@ Options Options::with_env_overrides() const {
     errno = 0;
     char* end = nullptr;
     unsigned long long n = std::strtoull(v, &end, 10);
-    // At most 131072: the largest dump tools/gradwire-fr reads (kMaxRecorderEntries).
-    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > 131072) {
+    if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || n > kMaxFlightRecorderSize) {
       raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, 131072] (0 = off)", v);
+            "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, {}] (0 = off)", v,
+            kMaxFlightRecorderSize);
     }
     o.flight_recorder_size = size_t(n);
   }
@@ -167,10 +171,10 @@ void Options::validate() const {
           "Options::segment_bytes / GRADWIRE_SEGMENT_BYTES = {} is out of range [4096, 1G]",
           segment_bytes);
   }
-  if (flight_recorder_size > 131072) {  // kMaxRecorderEntries in diag/fr_report.h
+  if (flight_recorder_size > kMaxFlightRecorderSize) {
     raise(ErrorCode::InvalidArgument,
-          "Options::flight_recorder_size / GRADWIRE_FR_SIZE = {} is larger than 131072, the "
-          "most a dump gradwire-fr reads can hold", flight_recorder_size);
+          "Options::flight_recorder_size / GRADWIRE_FR_SIZE = {} is larger than {}, the most a "
+          "dump gradwire-fr reads can hold", flight_recorder_size, kMaxFlightRecorderSize);
   }
   if (small_message_bytes > (size_t(1) << 30)) {
     raise(ErrorCode::InvalidArgument,
