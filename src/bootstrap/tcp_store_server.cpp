@@ -6,14 +6,17 @@
 // and no command is parsed before the client passed the store handshake.
 #include "bootstrap/tcp_store_server.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include "bootstrap/store_handshake.h"
@@ -66,6 +69,7 @@ void set_port(SockAddr& a, uint16_t port) {
 struct Client {
   UniqueFd fd;
   std::string peer;
+  std::string source;  // the peer's address without its port
   // Until the handshake is over: its state, and when the client is dropped
   // if it has not finished it (a client that connects and says nothing
   // must not hold a descriptor forever).
@@ -88,6 +92,48 @@ std::string peer_name(const sockaddr_storage& ss) {
   return a.to_string();
 }
 
+std::string source_name(const sockaddr_storage& ss) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, text,
+                sizeof(text));
+  } else if (ss.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, text,
+                sizeof(text));
+  }
+  return text;
+}
+
+// Note [store connection caps]
+// A connection that has not finished the store handshake is nobody yet: it
+// costs a descriptor and proves nothing. Without a cap, 1,100 idle
+// connections filled rank 0's descriptor table (ulimit -n 1024) until the
+// handshake timeout dropped them, and a real rank waited 6.9 s in the
+// listen backlog (issue 17). So the server holds at most
+//   * kPendingPerSource handshakes per source address: a new connection
+//     from a source at its cap evicts that source's oldest handshake, so a
+//     flood from one address only ever displaces itself;
+//   * max_pending() handshakes in all, a quarter of the descriptor limit
+//     (at most kMaxPending): at that cap a new connection evicts the oldest
+//     handshake of the source holding the most, so a many-address flood
+//     still leaves three quarters of the table to the ranks.
+// The server keeps accepting (draining the backlog, where a real rank may
+// wait behind the flood) instead of pausing. A real rank's handshake is one
+// round trip, and the per-source cap (64) is above what one host's ranks
+// open at once (a few store connections per rank), so in practice only
+// idle connections are evicted. Evictions and accept failures are logged
+// like refusals: at most 10 lines per 10 s. Clients past the handshake are
+// not capped: with a job secret they proved it; without one the store
+// trusts its network anyway (Note [store handshake]).
+constexpr size_t kPendingPerSource = 64;
+constexpr size_t kMaxPending = 512;
+
+size_t max_pending() {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return kMaxPending;
+  return std::clamp<size_t>(size_t(l.rlim_cur) / 4, kPendingPerSource, kMaxPending);
+}
+
 // All mutable state of the server thread.
 class Loop {
  public:
@@ -102,10 +148,11 @@ class Loop {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          // Out of descriptors: back off instead of spinning on a listener
-          // that stays readable.
-          log().warn("tcp store {}: accept failed: {}; pausing accepts for 100 ms", where_,
-                     errno_text(errno));
+          // Out of descriptors (taken by something else in this process:
+          // the store's own use is capped): back off instead of spinning
+          // on a listener that stays readable.
+          warn_limited(fmt::format("accept failed: {}; pausing accepts for 100 ms",
+                                   errno_text(errno)));
           accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
         }
         return;  // EAGAIN: drained
@@ -113,10 +160,15 @@ class Loop {
       Client c;
       c.fd.reset(fd);
       c.peer = peer_name(ss);
+      c.source = source_name(ss);
       c.handshake = std::make_unique<ServerHandshake>(secret_);
       c.handshake_until = Clock::now() + kHandshakeTimeout;
       log().debug("tcp store {}: client {} connected", where_, c.peer);
-      clients_.emplace(next_id_++, std::move(c));
+      make_room_for(c.source);
+      const uint64_t id = next_id_++;
+      pending_[c.source].insert(id);
+      ++pending_total_;
+      clients_.emplace(id, std::move(c));
     }
   }
 
@@ -151,8 +203,11 @@ class Loop {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
     if (it->second.parked) unpark(id, it->second);
+    if (it->second.handshake) settle(id, it->second);
     clients_.erase(it);
   }
+
+  size_t pending() const { return pending_total_; }
 
   // Answers NOT_FOUND to every WAIT whose timeout has passed and lists in
   // `dead` the clients whose handshake time is up; returns when the next
@@ -202,6 +257,7 @@ class Loop {
         c.in.erase(0, off);
         return flush(c);
       }
+      settle(id, c);
       c.handshake.reset();
       log().debug("tcp store {}: client {} passed the handshake{}", where_, c.peer,
                   secret_.empty() ? "" : " (proved the job secret)");
@@ -245,23 +301,64 @@ class Loop {
     return flush(c);
   }
 
-  // Logs a refused client with its address; at most 10 lines per 10 s, so
-  // that a port scanner cannot flood rank 0's log.
-  void refused(const Client& c, const std::string& why) {
-    const auto now = Clock::now();
-    if (now - refusal_window_ > std::chrono::seconds(10)) {
-      if (refusals_unlogged_ > 0) {
-        log().warn("tcp store {}: {} more clients were refused (not logged)", where_,
-                   refusals_unlogged_);
-      }
-      refusal_window_ = now;
-      refusals_logged_ = refusals_unlogged_ = 0;
+  // Evicts handshakes to keep within the caps (Note [store connection
+  // caps]) before a connection from `source` joins them.
+  void make_room_for(const std::string& source) {
+    auto mine = pending_.find(source);
+    if (mine != pending_.end() && mine->second.size() >= kPendingPerSource) {
+      evict(*mine->second.begin(), "it is the oldest of " +
+                                        std::to_string(kPendingPerSource) +
+                                        " connections from its address still in the handshake");
+      return;
     }
-    if (refusals_logged_ < 10) {
-      ++refusals_logged_;
-      log().warn("tcp store {}: refused client {}: {}", where_, c.peer, why);
+    if (pending_total_ < max_pending()) return;  // the limit may change at run time
+    auto largest = pending_.begin();
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->second.size() > largest->second.size()) largest = it;
+    }
+    if (largest != pending_.end()) {
+      evict(*largest->second.begin(),
+            "the store holds " + std::to_string(pending_total_) +
+                " connections still in the handshake, and its address holds the most");
+    }
+  }
+
+  void evict(uint64_t id, const std::string& why) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    refused(it->second, "evicted: " + why);
+    drop(id);
+  }
+
+  // A client's handshake is over (passed, refused or dropped).
+  void settle(uint64_t id, const Client& c) {
+    auto it = pending_.find(c.source);
+    if (it == pending_.end() || it->second.erase(id) == 0) return;
+    --pending_total_;
+    if (it->second.empty()) pending_.erase(it);
+  }
+
+  void refused(const Client& c, const std::string& why) {
+    warn_limited(fmt::format("refused client {}: {}", c.peer, why));
+  }
+
+  // At most 10 warnings per 10 s, so that a port scanner or a flood cannot
+  // flood rank 0's log; the rest are counted and summed up later.
+  void warn_limited(const std::string& what) {
+    const auto now = Clock::now();
+    if (now - warn_window_ > std::chrono::seconds(10)) {
+      if (warnings_unlogged_ > 0) {
+        log().warn("tcp store {}: {} more refusals or accept failures (not logged)", where_,
+                   warnings_unlogged_);
+      }
+      warn_window_ = now;
+      warnings_logged_ = warnings_unlogged_ = 0;
+    }
+    if (warnings_logged_ < 10) {
+      ++warnings_logged_;
+      log().warn("tcp store {}: {}", where_, what);
     } else {
-      ++refusals_unlogged_;
+      ++warnings_unlogged_;
     }
   }
 
@@ -318,8 +415,12 @@ class Loop {
 
   std::string where_;
   const std::string& secret_;
-  Clock::time_point refusal_window_{};
-  int refusals_logged_ = 0, refusals_unlogged_ = 0;
+  Clock::time_point warn_window_{};
+  int warnings_logged_ = 0, warnings_unlogged_ = 0;
+  // Clients still in the handshake, by source address; ids grow with
+  // time, so begin() is a source's oldest.
+  std::unordered_map<std::string, std::set<uint64_t>> pending_;
+  size_t pending_total_ = 0;
   std::unordered_map<uint64_t, Client> clients_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;
