@@ -444,12 +444,21 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
     for (auto& [peer, waiters] : waited) {
       const bool is_world = name == "world";
       const bool no_dump = is_world && !by_rank.count(peer);
+      // A peer that failed waiting for someone else is a link in a chain,
+      // not its end: say whom it waited for.
+      std::string chain;
+      if (auto pv = views.find(peer); pv != views.end() && !pv->second.comm->error.empty()) {
+        if (auto next = waited_for(pv->second.comm->error); next && *next != peer) {
+          chain = fmt::format("; rank {} was itself waiting for rank {}", peer, *next);
+        }
+      }
       out.findings.push_back(fmt::format(
-          "{} waited for {}rank {} on '{}' and timed out{}", ranks_word(waiters),
+          "{} waited for {}rank {} on '{}' and timed out{}{}", ranks_word(waiters),
           is_world ? "" : "group ", peer, name,
           no_dump ? fmt::format("; rank {} left no dump: it died, was stopped (e.g. SIGSTOP) or "
                                 "hangs outside gradwire", peer)
-                  : ""));
+                  : "",
+          chain));
       if (is_world) suspects.insert(suspects.begin(), peer);
     }
     // Different calls at the same sequence number.
@@ -474,10 +483,19 @@ Diagnosis diagnose(const std::vector<Dump>& dumps) {
     }
   }
   // Deduplicated in order of evidence, with a set: a dump may claim a
-  // world of a million ranks, all missing.
-  suspects.insert(suspects.end(), missing.begin(), missing.end());
+  // world of a million ranks, all missing. A rank known to be gone (no
+  // dump) that the evidence points at comes first, then the other ranks
+  // without a dump, then the live ranks the evidence points at: a live
+  // rank that others waited for is usually waiting itself, for the one
+  // that is gone (issue 17: rank 0 SIGKILLed, "look at ranks 1, 0 first").
+  const std::set<int> no_dump(missing.begin(), missing.end());
+  std::vector<int> gone_implicated, live_implicated;
+  for (int r : suspects) (no_dump.count(r) ? gone_implicated : live_implicated).push_back(r);
+  std::vector<int> ordered = std::move(gone_implicated);
+  ordered.insert(ordered.end(), missing.begin(), missing.end());
+  ordered.insert(ordered.end(), live_implicated.begin(), live_implicated.end());
   std::set<int> seen;
-  for (int r : suspects)
+  for (int r : ordered)
     if (seen.insert(r).second) out.suspects.push_back(r);
 
   t += "\ndiagnosis:\n";

@@ -138,9 +138,43 @@ const std::atomic<bool>& failed_flag() { return state().failed; }
 const std::string& failure_reason() { return state().remote; }
 const std::atomic<int>& failure_code() { return state().code; }
 
+namespace {
+
+// Another rank's failure is known here: fail this process's collectives
+// with it (Note [interrupting a collective]). False if this process had
+// failed first itself.
+bool heard(int my_rank, std::string remote, ErrorCode code, const Options& options) {
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.failed.load() || !s.to_publish.empty()) return false;
+    s.remote = std::move(remote);
+    s.code.store(int(code));
+    s.failed.store(true, std::memory_order_release);
+  }
+  log().error("rank {}: {}", my_rank, s.remote);
+  fr::Recorder::instance().dump(s.remote);
+  if (options.abort_process_on_error) {
+    log().critical("rank {}: aborting the process (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
+                   my_rank);
+    std::abort();
+  }
+  return true;
+}
+
+}  // namespace
+
+void store_host_lost(int my_rank, const std::string& why, const Options& options) {
+  heard(my_rank,
+        fmt::format("rank 0 is gone: the job's store, which rank 0 serves, closed its "
+                    "connections ({}); likely cause: rank 0 died or exited",
+                    why),
+        ErrorCode::PeerLost, options);
+}
+
 // One round with the store: publish our failure (once), then look for
 // another rank's. Returns false when the store is gone (rank 0 exited).
-bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
+bool exchange(bootstrap::Store& store, int my_rank, const Options& options, std::string* lost) {
   auto& s = state();
   std::string mine;
   {
@@ -165,25 +199,14 @@ bool exchange(bootstrap::Store& store, int my_rank, const Options& options) {
       return true;
     }
     if (report->rank == my_rank) return true;
-    {
-      std::lock_guard<std::mutex> lk(s.mu);
-      if (s.failed.load() || !s.to_publish.empty()) return true;  // we failed first ourselves
-      s.remote = fmt::format("rank {} reported a failure: {}", report->rank, report->reason);
-      s.code.store(int(report->code));
-      s.failed.store(true, std::memory_order_release);
-    }
-    log().error("rank {}: {}", my_rank, s.remote);
-    fr::Recorder::instance().dump(s.remote);
-    if (options.abort_process_on_error) {
-      log().critical("rank {}: aborting the process (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
-                     my_rank);
-      std::abort();
-    }
+    heard(my_rank, fmt::format("rank {} reported a failure: {}", report->rank, report->reason),
+          report->code, options);
     return true;
   } catch (const Error& e) {
     // Rank 0 (which serves the TCP store) exited or is unreachable: nobody
     // can be told any more; stop trying.
     log().debug("rank {}: watchdog stops using the store: {}", my_rank, e.what());
+    if (lost && e.code() == ErrorCode::PeerLost) *lost = e.message();
     return false;
   }
 }
@@ -304,6 +327,8 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   const int rank = comm->rank, size = comm->size;
   const std::string name = comm->name;
   int64_t published = -1;  // the progress last written to the store
+  // Note [the store host is gone]: why the store closed on us, if it did.
+  std::string store_lost;
   auto drop_store = [&] {  // under sh->mu
     store = nullptr;
     sh->has_store = false;
@@ -344,6 +369,17 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
           }
         }
       }
+      // Note [the store host is gone]: a world collective that runs after
+      // rank 0's store closed on us cannot finish.
+      if (!stuck_reported && !store_lost.empty() &&
+          !job::failed_flag().load(std::memory_order_acquire)) {
+        if (auto cur = comm->engine().running()) {
+          std::lock_guard<std::mutex> state_lk(cur->mu);
+          if (cur->phase == detail::WorkState::Phase::Running && !cur->finishing) {
+            job::store_host_lost(rank, store_lost, options);
+          }
+        }
+      }
       progress = comm->last_started.load(std::memory_order_relaxed);
       if (sh->asked != sh->answered) {
         if (store) {
@@ -367,6 +403,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
         answer = unknown_reach(kStoreGone);
         alive = false;
+        if (e.code() == ErrorCode::PeerLost) store_lost = e.message();
       }
       {
         std::lock_guard<std::mutex> lk(sh->mu);
@@ -384,7 +421,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         if (sh->stop) return;
         sh->in_store = true;
       }
-      bool alive = job::exchange(*store, rank, options);
+      bool alive = job::exchange(*store, rank, options, &store_lost);
       // Note [reach report]: at most one write a second, and only a change.
       if (alive && progress >= 0 && progress != published) {
         try {
@@ -393,6 +430,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         } catch (const Error& e) {
           log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
           alive = false;
+          if (e.code() == ErrorCode::PeerLost) store_lost = e.message();
         }
       }
       {

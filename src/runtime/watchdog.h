@@ -28,6 +28,17 @@
 //     transport's shared-memory name (Transport::abandon). Waiting for the
 //     deadline instead blamed "a bug in gradwire or a hung provider" at
 //     twice the deadline and left the region in /dev/shm (issue 17, item 1).
+//  5. Note [the store host is gone]: rank 0 serves the TCP store. When the
+//     store closes our connections (PeerLost: refused or reset, not a
+//     store that stops answering, which a SIGSTOPped rank 0 also is), rank
+//     0 is gone, and no rank can publish a failure any more. While a
+//     world collective is running here, or as soon as one runs, the
+//     watchdog then fails this process's collectives as a published
+//     failure would, with PeerLost and "rank 0 is gone". Before, a rank
+//     waiting for a live rank that was itself waiting for rank 0 timed out
+//     at the deadline blaming the live rank (issue 17 item 7: 14 of 42
+//     survivor errors). Only a running collective triggers it, so a rank
+//     that outlives rank 0 at the end of a healthy job logs nothing.
 // Under mpirun there is no store: ranks blocked in the failed collective
 // reach its deadline on their own; a rank elsewhere learns at its next
 // collective. The store is only touched by this thread, never by the engine,
@@ -87,8 +98,14 @@ std::vector<std::string> statuses();
 // A failure of this process waits to be published.
 bool pending();
 // One round with the store: publish this process's failure (once), or look
-// for another rank's. False once the store is gone (rank 0 exited).
-bool exchange(bootstrap::Store& store, int my_rank, const Options& options);
+// for another rank's. False once the store is gone (rank 0 exited); then
+// `lost`, if given, gets the store's words when it closed on us (PeerLost,
+// not a store that stopped answering).
+bool exchange(bootstrap::Store& store, int my_rank, const Options& options,
+              std::string* lost = nullptr);
+// Note [the store host is gone]: fails this process's collectives with
+// PeerLost naming rank 0, as a report from another rank would.
+void store_host_lost(int my_rank, const std::string& why, const Options& options);
 
 // A failure report as another rank wrote it to "gradwire/failure":
 // "<rank>\x1f<code>\x1f<reason>". Pure; nullopt for anything else (a key

@@ -16,6 +16,10 @@
 //                            the collective is unknown (the store did not
 //                            answer in time, or failed once rank 0 was
 //                            killed)
+//   watchdog_test sigkill-store  rank 0, which serves the store, SIGKILLs
+//                            itself: the others fail with PeerLost or
+//                            Timeout, and every "likely cause" names rank 0,
+//                            never a live rank (issue 17 item 7)
 //   watchdog_test idle       rank 1 skips an allreduce and stays idle: the
 //                            others time out; rank 1 hears of it through the
 //                            store, dumps, and its next collective fails
@@ -97,11 +101,27 @@ std::string reach_sentence(const Error& e) {
          "(last seen starting #" + std::to_string(n - 1) + ")";
 }
 
+// True if every "likely cause: rank N" in the error names `rank`.
+bool blames_only(const Error& e, int rank) {
+  const std::string what = e.what();
+  const std::regex cause("likely cause: rank ([0-9]+)");
+  bool ok = true;
+  for (auto it = std::sregex_iterator(what.begin(), what.end(), cause);
+       it != std::sregex_iterator(); ++it) {
+    if (std::stoi((*it)[1]) != rank) {
+      std::fprintf(stderr, "FAIL: the error blames live rank %s: %s\n", (*it)[1].str().c_str(),
+                   what.c_str());
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|sigstop-store|idle|extra|op|count|dtype\n");
+    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|sigstop-store|sigkill-store|idle|extra|op|count|dtype\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -149,12 +169,14 @@ int main(int argc, char** argv) {
   comm->barrier().wait();
   const auto t0 = Clock::now();
 
-  if (mode == "sigkill" || mode == "sigstop" || mode == "sigstop-store") {
-    const bool store_stops = mode == "sigstop-store";
+  if (mode == "sigkill" || mode == "sigstop" || mode == "sigstop-store" ||
+      mode == "sigkill-store") {
+    const bool store_stops = mode == "sigstop-store" || mode == "sigkill-store";
+    const bool killed = mode == "sigkill" || mode == "sigkill-store";
     const int victim = store_stops ? 0 : 1, killer = store_stops ? 1 : 0;
     if (rank == victim) {
       for (int i = 0; i < 20; ++i) allreduce().wait();
-      if (mode == "sigkill") raise(SIGKILL);
+      if (killed) raise(SIGKILL);
       std::ofstream(fr_dir() + "/stopped.pid") << getpid() << "\n";
       // Idle a while first, as a rank that hangs outside a collective
       // would: its watchdog publishes its progress once a second (Note
@@ -173,6 +195,10 @@ int main(int argc, char** argv) {
       if (mode == "sigkill") {
         code = judge(rank, mode, &e, {ErrorCode::PeerLost, ErrorCode::Timeout},
                      {"allreduce #"}, t0);
+      } else if (mode == "sigkill-store") {
+        code = judge(rank, mode, &e, {ErrorCode::PeerLost, ErrorCode::Timeout},
+                     {"allreduce #", "likely cause: rank 0 "}, t0);
+        if (!blames_only(e, 0)) code = 1;
       } else if (store_stops) {
         code = judge(rank, mode, &e, {ErrorCode::Timeout},
                      {"allreduce #", "(which ranks reached it is unknown: "}, t0);
@@ -180,7 +206,7 @@ int main(int argc, char** argv) {
         code = judge(rank, mode, &e, {ErrorCode::Timeout}, {"rank 1", reach_sentence(e)}, t0);
       }
     }
-    if (mode != "sigkill" && rank == killer) {
+    if (!killed && rank == killer) {
       int pid = 0;
       std::ifstream(fr_dir() + "/stopped.pid") >> pid;
       if (pid > 0) kill(pid, SIGKILL);

@@ -179,6 +179,23 @@ TEST(FlightRecorderDiagnosis, AMissingDumpIsNamed) {
   EXPECT_TRUE(contains(d.text, "rank 2 left no dump")) << d.text;
 }
 
+// Issue 17 item 7: rank 0 is SIGKILLed (no dump); rank 1 waited for it,
+// rank 2 waited for rank 1. The rank that is gone comes first, and the
+// live rank in the middle is shown as a link of the chain.
+TEST(FlightRecorderDiagnosis, ARankThatIsGoneComesBeforeALiveOneWaitingForIt) {
+  const auto err = [](int peer) {
+    return "allreduce #22 timed out after 3.0 s waiting for data from rank " +
+           std::to_string(peer) + " in recursive doubling";
+  };
+  Diagnosis d = diagnose({make_dump(1, 3, 22, State::Failed, err(0)),
+                          make_dump(2, 3, 22, State::Failed, err(1))});
+  EXPECT_EQ(d.suspects, (std::vector<int>{0, 1})) << d.text;
+  EXPECT_TRUE(contains(d.text, "look at ranks 0, 1 first")) << d.text;
+  EXPECT_TRUE(contains(d.text, "rank 2 waited for rank 1 on 'world' and timed out; rank 1 was "
+                               "itself waiting for rank 0"))
+      << d.text;
+}
+
 TEST(FlightRecorderDiagnosis, DifferentCountsAreReported) {
   Diagnosis d = diagnose({make_dump(0, 2, 2, State::Started, "", 1000),
                           make_dump(1, 2, 2, State::Failed, "", 2000)});
