@@ -32,6 +32,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_DEVICE_PATH",     "GRADWIRE_LIBFABRIC",  // transport/ofi/library.cpp
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
+    "GRADWIRE_SHM_RECLAIM",         // base/shm_reclaim.cpp
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -58,7 +59,8 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_OFI_REGISTER",  "GRADWIRE_HIERARCHICAL",         "GRADWIRE_DEVICE_PATH",
     "GRADWIRE_FR_SIZE",       "GRADWIRE_DEBUG",                "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
-    "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET"};
+    "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
+    "GRADWIRE_SHM_RECLAIM"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -98,6 +100,11 @@ Options Options::with_env_overrides() const {
   // value fails at start-up even in a job that never builds a Reducer.
   for (const char* name : {"GRADWIRE_STALL_WARN_S", "GRADWIRE_STALL_SHUTDOWN_S"}) {
     if (const char* v = value_of(name)) (void)env::parse_seconds(name, v, /*zero_allowed=*/true);
+  }
+  // Read by base/shm_reclaim.cpp (Note [reclaiming dead regions]).
+  if (const char* v = value_of("GRADWIRE_SHM_RECLAIM"); v && std::string_view(v) != "0" &&
+                                                         std::string_view(v) != "1") {
+    raise(ErrorCode::InvalidArgument, "GRADWIRE_SHM_RECLAIM='{}' must be '0' or '1'", v);
   }
   if (const char* v = value_of("GRADWIRE_OFI_PROVIDER")) o.provider = v;
   if (const char* v = value_of("GRADWIRE_OFI_IFACE")) o.iface = v;

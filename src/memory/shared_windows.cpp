@@ -1,6 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "memory/shared_windows.h"
 
+#include <sys/file.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 
 #include "bootstrap/socket.h"
 #include "base/errors.h"
+#include "base/shm_reclaim.h"
 #include "base/logging.h"
 #include "gradwire/shared_buffer.h"
 
@@ -87,6 +90,7 @@ std::string unique_name(uint32_t id) {
 Created create_segment(size_t bytes, uint32_t id) {
   Created c;
   const size_t length = page_round(bytes);
+  shm::reclaim_once();  // Note [reclaiming dead regions]
   c.name = unique_name(id);
   int fd = shm_open(c.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd >= 0 && ftruncate(fd, off_t(length)) == 0) {
@@ -94,8 +98,14 @@ Created create_segment(size_t bytes, uint32_t id) {
     if (p != MAP_FAILED) c.map = Mapping(static_cast<std::byte*>(p), length);
   }
   const int err = errno;
+  if (c.map.data()) {
+    // The name lives until the exchange unlinks it; the lock says, meanwhile,
+    // that its owner is alive.
+    flock(fd, LOCK_SH | LOCK_NB);
+    c.lock.reset(fd);
+    return c;
+  }
   if (fd >= 0) close(fd);
-  if (c.map.data()) return c;
   c.error = fmt::format("creating {} of {} bytes: {}", c.name, length, bootstrap::errno_text(err));
   if (fd >= 0) shm_unlink(c.name.c_str());
   c.name.clear();

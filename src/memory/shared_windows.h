@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/socket.h"
+
 namespace gradwire {
 
 class CommunicatorImpl;
@@ -126,6 +128,7 @@ struct Created {
   std::string name;  // "" if shm_open failed
   std::string error;
   Mapping map;
+  bootstrap::UniqueFd lock;  // held until the name is unlinked (Note [reclaiming dead regions])
 };
 Created create_segment(size_t bytes, uint32_t id);
 // Maps a peer's segment; empty Mapping with `error` set on failure.

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -131,7 +132,11 @@ int main(int argc, char** argv) {
 
   if (mode == "peer-dies") {
     comm->barrier().wait();
-    if (rank == 1) raise(SIGKILL);
+    if (rank == 1) {
+      // tests/ranks/shm_reclaim.sh looks for the victim's region.
+      if (const char* f = std::getenv("GW_TEST_VICTIM_PID_FILE")) std::ofstream(f) << getpid();
+      raise(SIGKILL);
+    }
     try {
       for (int i = 0; i < 1000; ++i) {
         comm->allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum)

@@ -35,6 +35,8 @@
 
 #include "base/errors.h"
 #include "base/logging.h"
+#include "base/shm_reclaim.h"
+#include "bootstrap/socket.h"
 #include "transport/ofi/memory.h"
 #include "transport/ofi/resources.h"
 
@@ -444,13 +446,20 @@ class OfiTransport final : public Transport {
     av_.reset(av);
 
     // (props_ is filled after this function.)
-    if (std::string_view(info_->fabric_attr->prov_name) == "shm") name_shm_endpoint();
+    const bool shm = std::string_view(info_->fabric_attr->prov_name) == "shm";
+    if (shm) {
+      shm::reclaim_once();  // Note [reclaiming dead regions]
+      name_shm_endpoint();
+    }
     fid_ep* ep = nullptr;
     check(fi_endpoint(domain_.get(), info_.get(), &ep, nullptr), "fi_endpoint");
     ep_.reset(ep);
     check(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
     check(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
     check(fi_enable(ep_.get()), "fi_enable");
+    // The region exists now: hold its lock while this process lives, so
+    // that another process's sweep never takes it for a dead one's.
+    if (shm) region_lock_.reset(shm::hold_region("/dev/shm/" + shm_name_));
 
     std::string name(64, '\0');
     size_t len = name.size();
@@ -677,6 +686,7 @@ class OfiTransport final : public Transport {
   FabricPtr fabric_;
   DomainPtr domain_;
   std::string shm_name_;  // the shm provider's region name (Note [unique shm names])
+  bootstrap::UniqueFd region_lock_;  // Note [reclaiming dead regions]
   MrCache::Registrar registrar_;  // set when buffers must be registered
   std::unique_ptr<MrCache> mr_cache_;
   CompletionQueuePtr cq_;
