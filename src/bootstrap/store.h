@@ -59,6 +59,14 @@ struct TcpStoreOptions {
 };
 std::unique_ptr<Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
                                       Deadline deadline, const TcpStoreOptions& options);
+
+// Note [a failed job does not linger]: caps, for the rest of the process,
+// how long this process's store servers linger for connected clients when
+// they close (TcpStoreOptions::linger). Called when the job has failed.
+void cap_store_linger(std::chrono::milliseconds cap);
+// A failed job's linger: a live rank's watchdog reads the failure key
+// within a second (its polling period), so this is enough for it to learn.
+constexpr std::chrono::milliseconds kFailedJobLinger{1500};
 // Note [world generations] (tcp_store.cpp): the n-th world that `rank` of
 // this process creates over the TCP store at host:port (0 for the first).
 // Every rank counts alike, because worlds are created collectively.

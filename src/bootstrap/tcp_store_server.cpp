@@ -430,6 +430,11 @@ class Loop {
 
 }  // namespace
 
+namespace {
+// Note [a failed job does not linger]: -1 = no cap.
+std::atomic<int64_t> g_linger_cap_ms{-1};
+}  // namespace
+
 Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger,
                std::string secret)
     : host_(host), port_(port), linger_(linger), secret_(std::move(secret)) {
@@ -499,11 +504,15 @@ void Server::run() noexcept {
     for (;;) {
       if (stopping_.load() && !lingering) {
         lingering = true;
-        linger_end = Clock::now() + linger_;
+        auto linger = linger_;
+        if (const int64_t cap = g_linger_cap_ms.load(); cap >= 0) {
+          linger = std::min(linger, std::chrono::milliseconds(cap));
+        }
+        linger_end = Clock::now() + linger;
         listeners_.clear();  // no new clients from here on
         if (!loop.clients().empty()) {
           log().debug("tcp store {}: waiting up to {} ms for {} client(s) to disconnect", where,
-                      linger_.count(), loop.clients().size());
+                      linger.count(), loop.clients().size());
         }
       }
       if (lingering && loop.clients().empty()) return;
@@ -576,3 +585,19 @@ void Server::run() noexcept {
 }
 
 }  // namespace gradwire::bootstrap::tcp_store
+
+namespace gradwire::bootstrap {
+
+// Note [a failed job does not linger]: a failed job's rank 0 waited the
+// full linger (5 s) at exit whenever a peer kept its connection without
+// reading (a stopped rank, a hung one), so the job's processes outlived its
+// error by 5 s (issue 17). Once the job has failed, the linger only needs
+// to let live ranks read the failure key, which their watchdogs poll once
+// a second.
+void cap_store_linger(std::chrono::milliseconds cap) {
+  int64_t want = cap.count(), cur = tcp_store::g_linger_cap_ms.load();
+  while ((cur < 0 || want < cur) && !tcp_store::g_linger_cap_ms.compare_exchange_weak(cur, want)) {
+  }
+}
+
+}  // namespace gradwire::bootstrap

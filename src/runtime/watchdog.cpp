@@ -45,6 +45,7 @@ State& state() {
 }  // namespace
 
 void report_failure(int world_rank, const std::string& reason, ErrorCode code) {
+  bootstrap::cap_store_linger(bootstrap::kFailedJobLinger);  // Note [a failed job does not linger]
   auto& s = state();
   std::lock_guard<std::mutex> lk(s.mu);
   if (!s.to_publish.empty() || s.failed.load()) return;  // first failure only
@@ -56,6 +57,7 @@ void report_failure(int world_rank, const std::string& reason, ErrorCode code) {
 bool pending() { return state().pending.load(); }
 
 void fail_locally(int world_rank, const std::string& reason, ErrorCode code) {
+  bootstrap::cap_store_linger(bootstrap::kFailedJobLinger);
   auto& s = state();
   {
     std::lock_guard<std::mutex> lk(s.mu);
@@ -144,6 +146,7 @@ namespace {
 // with it (Note [interrupting a collective]). False if this process had
 // failed first itself.
 bool heard(int my_rank, std::string remote, ErrorCode code, const Options& options) {
+  bootstrap::cap_store_linger(bootstrap::kFailedJobLinger);
   auto& s = state();
   {
     std::lock_guard<std::mutex> lk(s.mu);

@@ -20,6 +20,9 @@
 //                            itself: the others fail with PeerLost or
 //                            Timeout, and every "likely cause" names rank 0,
 //                            never a live rank (issue 17 item 7)
+//   watchdog_test linger     rank 1 SIGSTOPs itself; rank 0 (the store's
+//                            server) exits within 3 s of its error, not
+//                            after the store's 5 s linger (issue 17)
 //   watchdog_test idle       rank 1 skips an allreduce and stays idle: the
 //                            others time out; rank 1 hears of it through the
 //                            store, dumps, and its next collective fails
@@ -121,7 +124,7 @@ bool blames_only(const Error& e, int rank) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|sigstop-store|sigkill-store|idle|extra|op|count|dtype\n");
+    std::fprintf(stderr, "usage: watchdog_test sigkill|sigstop|sigstop-store|sigkill-store|linger|idle|extra|op|count|dtype\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -212,6 +215,60 @@ int main(int argc, char** argv) {
       if (pid > 0) kill(pid, SIGKILL);
     }
     return code;
+  }
+
+  // Note [a failed job does not linger]: rank 1 stops (SIGSTOP) and keeps
+  // its store connection; ranks 0 and 2 time out. Rank 0, which serves the
+  // store, must exit within kFailedJobLinger (1.5 s) of its error, not the
+  // store's 5 s linger. Rank 2 measures it (steady_clock is CLOCK_MONOTONIC:
+  // one clock for every process of the host), then kills rank 1.
+  if (mode == "linger") {
+    if (rank == 1) {
+      std::ofstream(fr_dir() + "/stopped.pid") << getpid() << "\n";
+      raise(SIGSTOP);
+      return 1;  // never: rank 2 kills it
+    }
+    int code = 1;
+    try {
+      for (int i = 0; i < 100000; ++i) allreduce().wait();
+      code = judge(rank, mode, nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      code = judge(rank, mode, &e, {ErrorCode::Timeout}, {"rank 1"}, t0);
+    }
+    const std::string exit_file = fr_dir() + "/rank0.exit";
+    if (rank == 0) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          Clock::now().time_since_epoch()).count();
+      std::ofstream(exit_file + ".tmp") << getpid() << " " << ns << "\n";
+      std::rename((exit_file + ".tmp").c_str(), exit_file.c_str());
+      return code;  // the store server lingers in the static destructors
+    }
+    comm.reset();  // rank 2's own store connections go: only rank 1 holds one
+    long long pid = 0, ns = 0;
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (!(std::ifstream(exit_file) >> pid >> ns) && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto gone = [&] {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) return true;
+      const size_t paren = line.rfind(')');
+      return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+    };
+    while (pid > 0 && !gone() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double lingered =
+        (std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+             .count() - ns) / 1e9;
+    const bool ok = pid > 0 && gone() && lingered <= 3.0;
+    std::fprintf(stderr, "[rank 2] linger: %s: rank 0 exited %.2f s after its error\n",
+                 ok ? "ok" : "FAIL", lingered);
+    int stopped = 0;
+    std::ifstream(fr_dir() + "/stopped.pid") >> stopped;
+    if (stopped > 0) kill(stopped, SIGKILL);
+    return ok ? code : 1;
   }
 
   if (mode == "idle") {
