@@ -18,6 +18,17 @@
 // checkpoint first removes its MANIFEST (durably), so the step is never
 // "complete" with shards of two different saves.
 //
+// Note [a lost checkpoint is not a fresh start]: after each MANIFEST,
+// rank 0 also writes <dir>/COMMITTED (atomically) with that step. A
+// directory with step directories but no complete checkpoint is then either
+// a first save that was interrupted (one step directory, no COMMITTED:
+// loading returns nullopt and the job starts afresh, losing nothing) or a
+// run whose manifests were deleted or lost (COMMITTED exists, or several
+// step directories do, which only completed saves leave): loading refuses
+// with Protocol on every rank rather than return nullopt, which a training
+// script takes for "start afresh" and would then overwrite the run (issue
+// 17). To start afresh deliberately, remove or rename the directory.
+//
 // Loading picks the newest step directory with a MANIFEST (rank 0 looks,
 // broadcasts the step), then every rank reads the manifest and its own
 // shard and checks the shard's size and SHA-256; an allgather of the
@@ -50,6 +61,7 @@ namespace {
 std::string step_name(uint64_t step) { return fmt::format("step-{:012d}", step); }
 std::string shard_name(int rank) { return fmt::format("shard-{:05d}.bin", rank); }
 constexpr const char* kManifest = "MANIFEST";
+constexpr const char* kCommitted = "COMMITTED";  // Note [a lost checkpoint is not a fresh start]
 
 using bootstrap::errno_text;
 using Fd = bootstrap::UniqueFd;
@@ -279,6 +291,7 @@ void save_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
       m.shards.push_back({sizes[size_t(r)], std::string(sums.data() + 64 * size_t(r), 64)});
     }
     write_atomically(step_dir, kManifest, checkpoint::encode_manifest(m));
+    write_atomically(dir, kCommitted, std::to_string(step) + "\n");
     prune(dir, step, std::max<size_t>(1, options.keep));
   });
   agree(comm, s, fmt::format("checkpoint step {}: writing the manifest", step).c_str());
@@ -291,12 +304,34 @@ std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::
   int64_t chosen = -1;
   Status s = attempt([&] {
     if (rank != 0) return;
-    for (const StepDir& d : list_steps(dir)) {
+    const std::vector<StepDir> steps = list_steps(dir);
+    for (const StepDir& d : steps) {
       if (d.complete) {
         chosen = int64_t(d.step);
         break;
       }
     }
+    if (chosen >= 0 || steps.empty()) return;
+    // Note [a lost checkpoint is not a fresh start].
+    const auto committed = read_file(dir + "/" + kCommitted, 64);
+    if (!committed && steps.size() < 2) return;  // an interrupted first save
+    std::vector<std::string> names;
+    for (const StepDir& d : steps) names.push_back(step_name(d.step));
+    std::string cm;  // the step, digits only: the file is not trusted
+    if (committed) {
+      for (char ch : *committed)
+        if (ch >= '0' && ch <= '9') cm += ch;
+    }
+    if (cm.empty()) cm = "?";
+    raise(ErrorCode::Protocol,
+          "{} holds step directories ({}) but no complete checkpoint: none has its {}, {}; "
+          "its manifests were deleted or lost. Refusing to start afresh, which would discard "
+          "the run: restore the {} files, or remove or rename {} to start afresh deliberately",
+          dir, fmt::join(names, ", "), kManifest,
+          committed ? fmt::format("though checkpoint step {} was completed here ({})",
+                                  cm, kCommitted)
+                    : "though only completed saves leave more than one",
+          kManifest, dir);
   });
   agree(comm, s, fmt::format("looking for checkpoints in {}", dir).c_str());
   comm.broadcast(&chosen, &chosen, 1, DataType::Int64, 0).wait();

@@ -55,3 +55,15 @@ for variant in exact dropped; do
     echo "without the error buffers the resumed run differs, as it must:"; echo "$got"
   fi
 done
+
+# Issue 17 (Note [a lost checkpoint is not a fresh start]): with every
+# MANIFEST deleted, --resume must fail loudly, never "start afresh".
+dir="$work/ckpt-exact"
+find "$dir" -name MANIFEST -delete
+if run "$work/lost.log" --checkpoint "$dir" --checkpoint-every "$every" --resume; then
+  echo "FAIL: --resume with every MANIFEST deleted exited 0"; cat "$work/lost.log"; exit 1
+fi
+if grep -q "starting afresh" "$work/lost.log" || ! grep -q "no complete checkpoint" "$work/lost.log"; then
+  echo "FAIL: --resume with every MANIFEST deleted did not refuse"; cat "$work/lost.log"; exit 1
+fi
+echo "with every MANIFEST deleted, --resume refuses: $(grep -m1 -o 'holds step directories.*afresh' "$work/lost.log" | head -c 200)"

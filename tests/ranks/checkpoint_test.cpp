@@ -100,6 +100,53 @@ TEST(Checkpoint, AnInterruptedSaveIsIgnoredAndThenReplaced) {
   EXPECT_EQ(c->entries(), entries(2, world().rank()));
 }
 
+// Note [a lost checkpoint is not a fresh start] (issue 17): every MANIFEST
+// deleted from a run's directory must not read as "no checkpoint".
+TEST(Checkpoint, LostManifestsAreRefusedNotAFreshStart) {
+  const std::string dir = fresh_dir("lost");
+  gradwire::save_checkpoint(world(), dir, 1, entries(1, world().rank()));
+  gradwire::save_checkpoint(world(), dir, 2, entries(2, world().rank()));
+  world().barrier().wait();
+  if (world().rank() == 0) {
+    fs::remove(step_dir(dir, 1) + "/MANIFEST");
+    fs::remove(step_dir(dir, 2) + "/MANIFEST");
+  }
+  world().barrier().wait();
+  expect_load_error(dir, ErrorCode::Protocol,
+                    {"rank(s) 0", "no complete checkpoint", "step 2 was completed here",
+                     "(step-000000000002, step-000000000001)",
+                     "Refusing to start afresh"});
+  // Without COMMITTED (a run of an older gradwire), two step directories
+  // still say that saves were completed here.
+  world().barrier().wait();
+  if (world().rank() == 0) fs::remove(dir + "/COMMITTED");
+  world().barrier().wait();
+  expect_load_error(dir, ErrorCode::Protocol,
+                    {"no complete checkpoint", "only completed saves leave more than one"});
+  // Removing the directory's contents is the deliberate fresh start.
+  world().barrier().wait();
+  if (world().rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  world().barrier().wait();
+  EXPECT_FALSE(gradwire::load_latest_checkpoint(world(), dir).has_value());
+}
+
+// A first save killed before its MANIFEST: nothing was ever committed, so
+// starting afresh loses nothing.
+TEST(Checkpoint, AnInterruptedFirstSaveIsAFreshStart) {
+  const std::string dir = fresh_dir("first");
+  gradwire::save_checkpoint(world(), dir, 1, entries(1, world().rank()));
+  world().barrier().wait();
+  if (world().rank() == 0) {
+    fs::remove(step_dir(dir, 1) + "/MANIFEST");
+    fs::remove(dir + "/COMMITTED");
+  }
+  world().barrier().wait();
+  EXPECT_FALSE(gradwire::load_latest_checkpoint(world(), dir).has_value());
+}
+
 TEST(Checkpoint, ACorruptShardIsNamedOnEveryRank) {
   const std::string dir = fresh_dir("corrupt");
   gradwire::save_checkpoint(world(), dir, 3, entries(3, world().rank()));
