@@ -191,6 +191,22 @@ TEST(StoreFlood, AFloodFromManyAddressesLeavesDescriptorsForRanks) {
   EXPECT_EQ(server->get("k", Deadline::after(1s), "flood test"), "v");
 }
 
+// The bytes of one handshake message from `fd`, read for up to 2 s; less
+// if the peer closes or says nothing.
+std::string read_message(int fd) {
+  std::string got;
+  const auto until = Clock::now() + 2s;
+  while (parse_handshake(got).status == Parse::NeedMore && Clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char c[512];
+    const ssize_t n = ::recv(fd, c, sizeof(c), 0);
+    if (n <= 0) break;
+    got.append(c, size_t(n));
+  }
+  return got;
+}
+
 TEST(StoreFlood, AFloodFromOneAddressDoesNotEvictAnother) {
   const uint16_t port = gwtest::free_port();
   auto server = store(port, true, 2s);
@@ -204,18 +220,9 @@ TEST(StoreFlood, AFloodFromOneAddressDoesNotEvictAnother) {
   h.nonce = random_nonce();
   const std::string hello = encode_client_hello(h);
   ASSERT_EQ(::send(slow, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
-  std::string got;
-  const auto until = Clock::now() + 2s;
-  while (parse_handshake(got).status == Parse::NeedMore && Clock::now() < until) {
-    pollfd p{slow, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char c[512];
-    const ssize_t n = ::recv(slow, c, sizeof(c), 0);
-    ASSERT_GT(n, 0) << "the store closed a handshake in progress";
-    got.append(c, size_t(n));
-  }
+  const std::string got = read_message(slow);
   const auto m = parse_handshake(got);
-  ASSERT_EQ(m.status, Parse::Ok);
+  ASSERT_EQ(m.status, Parse::Ok) << "the store closed a handshake in progress";
   ServerHello sh;
   ASSERT_EQ(parse_server_hello(m.body, &sh), nullptr);
   {
@@ -225,18 +232,9 @@ TEST(StoreFlood, AFloodFromOneAddressDoesNotEvictAnother) {
     const std::string proof = encode_client_proof(
         store_proof(kSecret, Role::Client, kProtocolVersion, h.nonce, sh.nonce));
     ASSERT_EQ(::send(slow, proof.data(), proof.size(), MSG_NOSIGNAL), ssize_t(proof.size()));
-    std::string verdict;
-    const auto until2 = Clock::now() + 2s;
-    while (parse_handshake(verdict).status == Parse::NeedMore && Clock::now() < until2) {
-      pollfd p{slow, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char c[512];
-      const ssize_t n = ::recv(slow, c, sizeof(c), 0);
-      ASSERT_GT(n, 0) << "the flood evicted another address's handshake";
-      verdict.append(c, size_t(n));
-    }
+    const std::string verdict = read_message(slow);
     const auto v = parse_handshake(verdict);
-    ASSERT_EQ(v.status, Parse::Ok);
+    ASSERT_EQ(v.status, Parse::Ok) << "the flood evicted another address's handshake";
     uint8_t code = 255;
     ASSERT_EQ(parse_verdict(v.body, &code), nullptr);
     EXPECT_EQ(code, kAccepted);
