@@ -38,6 +38,10 @@ struct GRADWIRE_API Options {
   // what gethostname() says, or GRADWIRE_HOST_ID where set (containers that
   // share a hostname, emulated hosts in tests).
   bool hierarchical = true;
+  // Small collectives (up to 64 KiB per rank) of a communicator whose ranks
+  // share one host run through pre-mapped shared memory, on the caller's
+  // thread when nothing is queued (GRADWIRE_SHM_COLLECTIVES=auto|off).
+  bool shm_collectives = true;
   std::string host_id;  // "" = gethostname() (GRADWIRE_HOST_ID)
   // How collectives on CUDA buffers run (GRADWIRE_DEVICE_PATH):
   //  "auto"   NCCL when this gradwire was built with its headers, else staged;

@@ -11,6 +11,7 @@ namespace detail {
 
 void WorkState::mark_started() {
   std::lock_guard<std::mutex> lk(mu);
+  if (phase == Phase::Running) return;  // resumed by the engine (Note [inline small collectives])
   phase = Phase::Running;
   started = Clock::now();
 }

@@ -38,6 +38,18 @@ bool direct_path_takes(CollectiveOp op);
 // runs the transport algorithm. Mismatch if ranks disagree on the call.
 bool run_direct(Context& ctx, const shared::Windows& windows, const DirectCall& call);
 
+// Note [small collectives] (small.cpp): a collective small enough for the
+// slots of the control segments, on a communicator whose windows are
+// active, runs through them; every rank decides alike from the call.
+bool small_path_takes(const CollectiveCall& call, int size);
+// Where a small collective is: a WouldBlock (Context::set_spin_budget) may
+// end a call half-way; the next call with the same state goes on from there.
+struct SmallState {
+  bool published = false;  // this rank's slot and descriptor are out
+};
+void run_small(Context& ctx, const shared::Windows& windows, const CollectiveCall& call,
+               SmallState& state);
+
 // Building blocks shared between collectives.
 void allreduce_recursive_doubling(Context& ctx, void* data, size_t count, DataType dtype,
                                   ReduceOp op);

@@ -127,7 +127,13 @@ void Context::progress_or_fail(const Request& blocking) {
 
 void Context::wait_for(const std::function<bool()>& done, int peer,
                        std::string_view waiting_for) {
+  std::chrono::steady_clock::time_point give_up{};
   for (uint32_t idle = 1; !done(); ++idle) {
+    if (spin_budget_.count() && (idle & 63u) == 1) {
+      const auto now = std::chrono::steady_clock::now();
+      if (idle == 1) give_up = now + spin_budget_;
+      else if (now > give_up) throw WouldBlock{};
+    }
     back_off(idle);
     if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
   }

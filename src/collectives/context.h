@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,11 @@ inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
   return (uint64_t(seq & ((1u << kSeqBits) - 1)) << (kRankBits + kSlotBits)) |
          (uint64_t(uint32_t(src_rank)) << kSlotBits) | uint64_t(slot & (kMaxSlots - 1));
 }
+
+// Note [inline small collectives] in runtime/engine.h: thrown by wait_for
+// on a caller's thread that spun its budget; the engine thread then
+// continues the collective. Not an Error: nothing failed.
+struct WouldBlock {};
 
 class Context {
  public:
@@ -109,6 +115,9 @@ class Context {
   // [backoff when idle]); deadline and interrupt are checked as in
   // progress_or_fail. On expiry: Timeout naming `peer` and `waiting_for`.
   void wait_for(const std::function<bool()>& done, int peer, std::string_view waiting_for);
+  // On a caller's thread: wait_for throws WouldBlock once one wait has
+  // found nothing for `budget`. Zero: never.
+  void set_spin_budget(std::chrono::microseconds budget) { spin_budget_ = budget; }
   // Throws if `req` failed or a receive got fewer bytes than posted.
   void check(const Request& req) const;
 
@@ -130,6 +139,7 @@ class Context {
   uint32_t idle_polls_ = 0;
   std::vector<std::unique_ptr<Request[]>> request_blocks_;
   uint32_t polls_ = 0;
+  std::chrono::microseconds spin_budget_{0};
 };
 
 }  // namespace gradwire::collectives

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/handshake.h"
 #include "collectives/plan.h"
 #include "base/errors.h"
 #include "kernels/cpu/reduce.h"
@@ -33,73 +34,6 @@ using shared::Descriptor;
 // Elements are reduced in chunks of this many bytes: the scratch chunk
 // stays in L2 while it is copied out to every rank.
 constexpr size_t kChunkBytes = size_t(64) << 10;
-
-CollectiveCall call_of(const Descriptor& d) {
-  return CollectiveCall::from_wire(d.kind, d.dtype, d.op, -1, d.count);
-}
-
-std::string describe(const Descriptor& d) {
-  const CollectiveCall c = call_of(d);
-  return fmt::format("{} of {}", c.name(), c.describe());
-}
-
-// Note [the direct handshake]: each rank writes its Descriptor (what it
-// calls, with which buffers) into its control segment, in the slot of this
-// sequence number's parity, then raises `arrived` to seq + 1; it reads its
-// peers' descriptors once their `arrived` reaches seq + 1. A peer cannot
-// overwrite that slot before we are done reading it: it would first have to
-// finish this collective and the next one with this parity, and both need
-// this rank's data. Every rank then holds the same n descriptors and makes
-// the same decision. After the transfers each rank raises `departed` and
-// waits for everyone's: only then is no peer still reading this rank's input
-// or writing its output, and the caller may reuse them.
-std::vector<Descriptor> handshake(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
-  const int n = ctx.size(), r = ctx.rank();
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
-  Control& me = w.control(r);
-  me.desc[seq1 % 2] = mine;
-  me.desc[seq1 % 2].seq1 = seq1;
-  me.arrived.store(seq1, std::memory_order_release);
-  std::vector<Descriptor> all(n);
-  for (int p = 0; p < n; ++p) {
-    if (p == r) {
-      all[p] = me.desc[seq1 % 2];
-      continue;
-    }
-    Control& peer = w.control(p);
-    ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
-                 " to enter this collective");
-    all[p] = peer.desc[seq1 % 2];
-    if (all[p].seq1 != seq1) {
-      raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
-            "likely cause: ranks called different collectives", ctx.what(), p, all[p].seq1 - 1,
-            seq1 - 1);
-    }
-  }
-  return all;
-}
-
-void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
-  for (size_t p = 1; p < all.size(); ++p) {
-    const Descriptor &a = all[0], &b = all[p];
-    if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
-        (call_of(a).has_redop() && a.op != b.op)) {
-      raise(ErrorCode::Mismatch, "{}: ranks called different collectives: rank 0 {}, rank {} {}",
-            ctx.what(), describe(a), p, describe(b));
-    }
-  }
-}
-
-void depart(Context& ctx, const shared::Windows& w) {
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
-  w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
-  for (int p = 0; p < ctx.size(); ++p) {
-    if (p == ctx.rank()) continue;
-    Control& peer = w.control(p);
-    ctx.wait_for([&] { return peer.departed.load(std::memory_order_acquire) >= seq1; }, p,
-                 " to finish this collective");
-  }
-}
 
 // Fold of block [first, first + len) over every rank's input, in rank order,
 // into `dst` (scratch or the caller's output), chunk by chunk via `emit`.
@@ -140,8 +74,10 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
   mine.send_offset = direct.send_at.offset;
   mine.recv_window = direct.recv_at.window;
   mine.recv_offset = direct.recv_at.offset;
+  wait_until_free(ctx, w);
   const std::vector<Descriptor> all = handshake(ctx, w, mine);
   check_same_call(ctx, all);
+  consumed(ctx, w);  // the descriptors are read; departed guards the buffers
 
   // Direct only if every rank's buffers lie in the same window, so every
   // rank maps them all (a window is released rank by rank).

@@ -46,7 +46,8 @@ struct Descriptor {
   uint8_t kind = 0;   // CollectiveOp
   uint8_t dtype = 0;
   uint8_t op = 0;
-  uint8_t pad = 0;
+  uint8_t staged = 0;  // 1: the input is in this rank's slot (Note [small collectives])
+  int32_t root = -1;   // broadcast
   uint32_t send_window = kNoWindow, recv_window = kNoWindow;
   uint64_t count = 0;
   uint64_t send_offset = 0, recv_offset = 0;
@@ -57,8 +58,19 @@ struct Descriptor {
 struct Control {
   alignas(64) std::atomic<uint64_t> arrived{0};   // seq + 1 of the last handshake entered
   alignas(64) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
+  // seq + 1 of the last handshake whose peers' descriptors (and, for a
+  // small collective, slots) this rank has finished reading (Note [slot
+  // reuse] in collectives/small.cpp).
+  alignas(64) std::atomic<uint64_t> consumed{0};
   alignas(64) Descriptor desc[2];                 // indexed by seq % 2
 };
+
+// Note [small collectives] in collectives/small.cpp: each rank's control
+// segment also holds two slots (indexed by seq % 2) for the inputs of small
+// collectives, after its Control.
+constexpr size_t kSlotBytes = size_t(64) << 10;
+constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
+constexpr size_t kControlBytes = kSlotOffset + 2 * kSlotBytes;
 
 // Where a buffer lies in this rank's windows.
 struct Location {
@@ -79,6 +91,14 @@ class Windows {
   // through them and take the direct path when their buffers allow it.
   bool active() const { return active_; }
   Control& control(int r) const { return *reinterpret_cast<Control*>(controls_[r].data()); }
+  // Rank r's slot for the collective with sequence number + 1 `seq1`.
+  std::byte* slot(int r, uint64_t seq1) const {
+    return controls_[r].data() + kSlotOffset + (seq1 % 2) * kSlotBytes;
+  }
+  // Note [slot reuse]: seq + 1 of the last handshake of each parity. Only
+  // the thread running this communicator's collective touches it (the
+  // engine's, or a caller's that claimed the engine).
+  mutable uint64_t last_handshake[2] = {0, 0};
 
   // The window holding [p, p + bytes) among this rank's own, if any.
   std::optional<Location> find(const void* p, size_t bytes) const;
@@ -140,6 +160,10 @@ size_t page_round(size_t bytes);
 // on every rank, with the reason logged) when the ranks do not share a host
 // or /dev/shm.
 std::shared_ptr<detail::SharedAllocation> allocate(CommunicatorImpl& comm, size_t bytes);
+// Collective: creates the communicator's control segments (with the slots
+// of Note [small collectives]) if allocate() has not; they turn active when
+// every rank maps every other's.
+void activate(CommunicatorImpl& comm);
 }  // namespace shared
 
 }  // namespace gradwire

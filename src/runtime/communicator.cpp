@@ -57,8 +57,24 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (name == "world") trace::flush();
 }
 
+#ifndef GW_INLINE_SPIN_US
+#define GW_INLINE_SPIN_US 200
+#endif
+namespace {
+// Note [inline small collectives] in runtime/engine.h: set while a caller's
+// thread runs a collective; a wait there gives up after kInlineSpin and
+// hands the rest to the engine thread, so a call never blocks its caller on
+// a late peer for long. Longer than a thread wake-up (~10 us here): a peer
+// whose last collective ended on its engine thread is that much late, and a
+// shorter budget made both ranks hand off on every call in turn (7-11 us a
+// collective instead of 1-2).
+thread_local bool t_on_caller = false;
+constexpr std::chrono::microseconds kInlineSpin{GW_INLINE_SPIN_US};
+}  // namespace
+
 Work CommunicatorImpl::submit(const CollectiveCall& info,
-                              std::function<void(collectives::Context&)> fn, const Label& label) {
+                              std::function<void(collectives::Context&)> fn, const Label& label,
+                              bool inline_ok) {
   const std::string_view op = label.name.empty() ? info.name() : label.name;
   const std::string detail = label.name.empty() ? info.describe() : label.detail;
   if (aborted_) {
@@ -70,7 +86,7 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank, op, name,
           job::failure_reason());
   }
-  std::lock_guard<std::mutex> lk(submit_mu_);
+  std::unique_lock<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
   std::string what = fmt::format("rank {}{}: {} #{}{}", rank,
                                  name == "world" ? "" : fmt::format(" of {}", name), op, seq,
@@ -79,12 +95,21 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
   // Note [recording is a few stores] in diag/flight_recorder.h.
   const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
   const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
-  engine_->submit(state, [this, seq, record, info, what, queued_us, op = std::string(op),
-                          fn = std::move(fn)](detail::WorkState&) {
+  // Mutable: a collective begun on the caller's thread and resumed on the
+  // engine's (Note [inline small collectives]) keeps its deadline and is
+  // recorded as started once.
+  auto task = [this, seq, record, info, what, queued_us, op = std::string(op), fn = std::move(fn),
+               begun = false, deadline = Deadline::never(),
+               started_us = int64_t(0)](detail::WorkState&) mutable {
     auto& recorder = fr::Recorder::instance();
-    recorder.started(record);
-    // The timeline (diag/trace.h): queued and running phases of each collective.
-    const int64_t started_us = queued_us ? trace::now_us() : 0;
+    const bool resumed = begun;
+    if (!begun) {
+      begun = true;
+      recorder.started(record);
+      deadline = Deadline::after(options.timeout);
+      // The timeline (diag/trace.h): queued and running phases of each collective.
+      started_us = queued_us ? trace::now_us() : 0;
+    }
     auto trace_end = [&](bool ok) {
       if (!queued_us) return;
       const std::string label = fmt::format("{} #{}", op, seq);
@@ -98,15 +123,15 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
       raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what,
             abort_reason_);
     }
-    collectives::Context ctx(*transport, rank, size, seq, Deadline::after(options.timeout),
-                             options, scratch_, what);
+    collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, what);
     ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
+    if (t_on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
-      if (job::failed_flag().load(std::memory_order_acquire)) {
+      if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
         raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
-      if (options.debug_detail && info.op != CollectiveOp::Other) {
+      if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
         check_fingerprint(ctx, make_fingerprint(seq, info));
       }
       fn(ctx);
@@ -136,7 +161,31 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
     }
     recorder.done(record, true);
     trace_end(true);
-  });
+  };
+  // Note [inline small collectives] in runtime/engine.h. Claimed under
+  // submit_mu_, so a later submission queues behind this one.
+  if (inline_ok && !options.debug_detail && engine_->claim_inline(state)) {
+    lk.unlock();
+    state->mark_started();
+    std::exception_ptr err;
+    t_on_caller = true;
+    try {
+      task(*state);
+    } catch (const collectives::WouldBlock&) {
+      // A peer is not there yet: the engine goes on with it, before
+      // anything queued meanwhile, and the caller gets a pending Work.
+      t_on_caller = false;
+      engine_->resume(state, std::move(task));
+      return Work(state);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    t_on_caller = false;
+    state->finish(err);
+    engine_->release_inline();
+    return Work(state);
+  }
+  engine_->submit(state, std::move(task));
   return Work(state);
 }
 
@@ -327,6 +376,19 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
   // 2-4 run on the engine thread, decided here from what every rank knows
   // alike (the direct path's handshake makes the last decision together).
   const Direct direct = direct_call(*this, call);
+  // Note [small collectives]: through the control segments' slots, and on
+  // this thread when the engine is idle.
+  if (options.shm_collectives && call.op != CollectiveOp::Other) {
+    // Decided from the call alone, so alike on every rank (buffers from
+    // allocate_shared too: at these sizes the copy costs less than the
+    // direct path's second flag round).
+    if (auto windows = direct_windows(); windows && collectives::small_path_takes(call, size)) {
+      auto state = std::make_shared<collectives::SmallState>();
+      return submit(call, [windows, call, state](collectives::Context& ctx) {
+        collectives::run_small(ctx, *windows, call, *state);
+      }, {}, /*inline_ok=*/true);
+    }
+  }
   // Note [hierarchical allreduce]; small buffers stay latency-optimal.
   const bool hierarchical =
       call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&

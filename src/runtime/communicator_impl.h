@@ -44,8 +44,10 @@ class CommunicatorImpl {
   // record and, with GRADWIRE_DEBUG=DETAIL, the fingerprint the ranks compare
   // first derive from `call` (no fingerprint for CollectiveOp::Other:
   // internal exchanges, which name themselves with `label`).
+  // `inline_ok`: `fn` makes no provider call, so it may run on the
+  // caller's thread when the engine is idle (Note [inline small collectives]).
   Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
-              const Label& label = {});
+              const Label& label = {}, bool inline_ok = false);
   void abort(const std::string& reason);
   // Finishes queued work; false if the engine is stuck (then this object
   // must be leaked, Note [a stuck engine is leaked]).

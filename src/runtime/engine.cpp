@@ -90,12 +90,42 @@ void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
   cv_.notify_one();
 }
 
+bool Engine::claim_inline(const std::shared_ptr<detail::WorkState>& state) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (inline_ || current_ || !queue_.empty() || stopping_ || exited_) return false;
+  inline_ = true;
+  current_ = state;
+  return true;
+}
+
+void Engine::release_inline() {
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inline_ = false;
+    current_.reset();
+    queued = !queue_.empty();
+  }
+  // Only then: waking the idle loop for nothing is a futex round trip, as
+  // much as the collective itself costs.
+  if (queued) cv_.notify_one();
+}
+
+void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inline_ = false;
+    queue_.emplace_front(std::move(state), std::move(task));
+  }
+  cv_.notify_one();
+}
+
 void Engine::loop() {
   for (;;) {
     std::pair<std::shared_ptr<detail::WorkState>, Task> item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lk, [&] { return !inline_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) {  // stopping and drained
         exited_ = true;
         current_.reset();
@@ -114,6 +144,8 @@ void Engine::loop() {
       err = std::current_exception();
     }
     item.first->finish(err);
+    std::lock_guard<std::mutex> lk(mu_);
+    current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
   }
 }
 

@@ -26,6 +26,14 @@ namespace gradwire {
 // deadline. Run inline, it would hang the caller with no error at all. The
 // hand-off also measured no faster: 2-rank shm latency stayed ~6.5 us, which
 // is the provider's message latency, not thread wake-ups.
+//
+// Note [inline small collectives]: the exception is a collective that makes
+// no provider call: the small collectives of Note [small collectives]
+// (collectives/small.cpp) only poll flags in shared memory, checking the
+// deadline and the interrupt as they go, so they cannot hang the caller.
+// Without the provider, the hand-off is most of their cost (two futex
+// wake-ups, ~5 us here), so they run on the caller's thread whenever the
+// engine is idle; with work queued they queue behind it, as before.
 class Engine {
  public:
   using Task = std::function<void(detail::WorkState&)>;
@@ -38,6 +46,16 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   void submit(std::shared_ptr<detail::WorkState> state, Task task);
+
+  // Note [inline small collectives]: if nothing is queued or running, makes
+  // `state` the running operation and returns true; the caller then runs it
+  // on its own thread and must call release_inline() when it finished.
+  // Operations submitted meanwhile queue behind it, so order is kept.
+  bool claim_inline(const std::shared_ptr<detail::WorkState>& state);
+  void release_inline();
+  // The claimed operation could not finish on the caller's thread: the
+  // engine thread runs `task` again next, before anything queued.
+  void resume(std::shared_ptr<detail::WorkState> state, Task task);
 
   // Lets the queued operations finish (each is bounded by its deadline),
   // then joins the thread and returns true. Returns false, leaving the
@@ -66,6 +84,7 @@ class Engine {
   std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> queue_;
   std::condition_variable exited_cv_;
   bool stopping_ = false;
+  bool inline_ = false;  // a caller's thread runs current_
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
   std::thread thread_;

@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "diag/trace.h"
 #include "gradwire/version.h"
+#include "memory/shared_windows.h"
 #include "transport/transport.h"
 
 namespace gradwire::setup {
@@ -133,6 +134,8 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvo
   } else {
     impl->host_count = int(plan_hierarchy(hosts, rank).host_groups.size());
   }
+  // Note [small collectives] in collectives/small.cpp.
+  if (options.shm_collectives && size > 1 && impl->host_count == 1) shared::activate(*impl);
   return impl;
 }
 
@@ -166,6 +169,8 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
                [](collectives::Context& ctx) { collectives::barrier(ctx); },
                {"barrier", "start-up"})
       .wait();
+  // Note [small collectives]: turns active only if the members share a host.
+  if (impl->options.shm_collectives && impl->size > 1) shared::activate(*impl);
   return impl;
 }
 

@@ -91,20 +91,34 @@ Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id) {
 
 }  // namespace
 
+namespace {
+
+// The control segments (under comm.shared_mu): collective.
+void create_controls(CommunicatorImpl& comm, const char* why) {
+  auto windows = std::make_shared<Windows>(comm.rank, comm.size);
+  Exchanged ctl = exchange_segments(comm, kControlBytes, Descriptor::kNoWindow);
+  if (ctl.direct) {
+    // Only our own: a peer may already write its Control (a fresh segment
+    // is zero-filled, which is what a constructed Control holds).
+    new (ctl.maps[comm.rank].data()) Control();
+    windows->set_controls(std::move(ctl.maps));
+  } else if (comm.rank == 0) {
+    log().info("{} on communicator {}: no direct path ({}); its collectives go through the "
+               "transport", why, comm.name, ctl.why_not);
+  }
+  comm.shared = windows;
+}
+
+}  // namespace
+
+void activate(CommunicatorImpl& comm) {
+  std::lock_guard<std::mutex> lk(comm.shared_mu);
+  if (!comm.shared) create_controls(comm, "shared-memory collectives");
+}
+
 std::shared_ptr<detail::SharedAllocation> allocate(CommunicatorImpl& comm, size_t bytes) {
   std::lock_guard<std::mutex> lk(comm.shared_mu);
-  if (!comm.shared) {
-    auto windows = std::make_shared<Windows>(comm.rank, comm.size);
-    Exchanged ctl = exchange_segments(comm, sizeof(Control), Descriptor::kNoWindow);
-    if (ctl.direct) {
-      for (int r = 0; r < comm.size; ++r) new (ctl.maps[r].data()) Control();
-      windows->set_controls(std::move(ctl.maps));
-    } else if (comm.rank == 0) {
-      log().info("allocate_shared on communicator {}: no direct path ({}); collectives on "
-                 "shared buffers go through the transport", comm.name, ctl.why_not);
-    }
-    comm.shared = windows;
-  }
+  if (!comm.shared) create_controls(comm, "allocate_shared");
   auto alloc = std::make_shared<detail::SharedAllocation>();
   alloc->bytes = bytes;
   const uint32_t id = comm.shared->next_id();

@@ -187,6 +187,59 @@ TEST(Collectives, BarrierWaitsForTheSlowestRank) {
   EXPECT_GE(waited, std::chrono::milliseconds(250));
 }
 
+// Note [slot reuse] in collectives/small.cpp: small collectives through the
+// shared slots, interleaved with transport collectives that do not need
+// every rank to finish (a large broadcast from a rotating root), submitted
+// before and after them: every result exact, on every iteration.
+TEST(Collectives, SmallCollectivesInterleavedWithTransportBroadcasts) {
+  auto& w = world();
+  const int n = w.size();
+  std::vector<float> big(size_t(1) << 18);  // 1 MiB: through the transport
+  for (int it = 0; it < 200; ++it) {
+    const int root = it % n;
+    if (w.rank() == root) std::fill(big.begin(), big.end(), float(it));
+    std::vector<int64_t> mine(17, int64_t(w.rank() + it)), sum(17, -1);
+    std::vector<int32_t> shard(5, w.rank() * 1000 + it), all(5 * size_t(n), -1);
+    auto bcast = [&] { return w.broadcast(big.data(), big.data(), big.size(), DataType::Float32, root); };
+    auto reduce = [&] {
+      return w.allreduce(mine.data(), sum.data(), mine.size(), DataType::Int64, ReduceOp::Sum);
+    };
+    auto gather = [&] { return w.allgather(shard.data(), all.data(), all.size(), DataType::Int32); };
+    std::vector<gradwire::Work> works;
+    if (it % 2) {
+      works = {bcast(), reduce(), gather()};
+    } else {
+      works = {reduce(), gather(), bcast()};
+    }
+    for (auto& x : works) x.wait();
+    ASSERT_EQ(big.front(), float(it));
+    ASSERT_EQ(big.back(), float(it));
+    for (int64_t v : sum) ASSERT_EQ(v, int64_t(n) * (n - 1) / 2 + int64_t(n) * it) << it;
+    for (int p = 0; p < n; ++p) {
+      for (int k = 0; k < 5; ++k) ASSERT_EQ(all[size_t(p) * 5 + size_t(k)], p * 1000 + it) << it;
+    }
+  }
+}
+
+// Note [inline small collectives] in runtime/engine.h: a small collective
+// may run on the caller's thread, but a call never waits for a late peer:
+// it returns a pending Work within its spin budget (tens of microseconds).
+TEST(Collectives, ASmallCollectiveDoesNotBlockItsCallerOnALatePeer) {
+  auto& w = world();
+  if (w.size() == 1) GTEST_SKIP() << "needs two ranks";
+  w.barrier().wait();
+  int64_t x = w.rank(), y = 0;
+  if (w.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto start = std::chrono::steady_clock::now();
+  auto work = w.allreduce(&x, &y, 1, DataType::Int64, ReduceOp::Sum);
+  const auto call = std::chrono::steady_clock::now() - start;
+  work.wait();
+  EXPECT_EQ(y, int64_t(w.size()) * (w.size() - 1) / 2);
+  if (w.rank() == 0) {
+    EXPECT_LT(call, std::chrono::milliseconds(200)) << "the call waited for the late rank";
+  }
+}
+
 TEST(Collectives, ManyInFlightCompleteInOrder) {
   auto& w = world();
   constexpr int kOps = 48;

@@ -1,0 +1,112 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+#include "collectives/handshake.h"
+
+#include "base/collective_call.h"
+#include "base/errors.h"
+
+namespace gradwire::collectives {
+
+using shared::Control;
+using shared::Descriptor;
+
+namespace {
+
+CollectiveCall call_of(const Descriptor& d) {
+  return CollectiveCall::from_wire(d.kind, d.dtype, d.op, d.root, d.count);
+}
+
+}  // namespace
+
+std::string describe(const Descriptor& d) {
+  const CollectiveCall c = call_of(d);
+  return fmt::format("{} of {}", c.name(), c.describe());
+}
+
+// Note [the direct handshake]: each rank writes its Descriptor (what it
+// calls, with which buffers) into its control segment, in the slot of this
+// sequence number's parity, then raises `arrived` to seq + 1; it reads its
+// peers' descriptors once their `arrived` reaches seq + 1. Every rank then
+// holds the same n descriptors and makes the same decision. Before writing,
+// a rank waits until every peer has `consumed` the handshake of the same
+// parity before (Note [slot reuse] in small.cpp); it used to rely on the
+// collective in between needing this rank's data, which a transport
+// broadcast from this rank does not. After the transfers of the direct
+// path each rank raises `departed` and waits for everyone's: only then is
+// no peer still reading this rank's input or writing its output, and the
+// caller may reuse them.
+void wait_until_free(Context& ctx, const shared::Windows& w) {
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  if (const uint64_t before = w.last_handshake[seq1 % 2]) {
+    for (int p = 0; p < ctx.size(); ++p) {
+      if (p == ctx.rank()) continue;
+      Control& peer = w.control(p);
+      ctx.wait_for([&] { return peer.consumed.load(std::memory_order_acquire) >= before; }, p,
+                   " to finish reading an earlier collective");
+    }
+  }
+  w.last_handshake[seq1 % 2] = seq1;
+}
+
+void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  Control& me = w.control(ctx.rank());
+  me.desc[seq1 % 2] = mine;
+  me.desc[seq1 % 2].seq1 = seq1;
+  me.arrived.store(seq1, std::memory_order_release);
+}
+
+std::vector<Descriptor> collect(Context& ctx, const shared::Windows& w) {
+  const int n = ctx.size(), r = ctx.rank();
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  Control& me = w.control(r);
+  std::vector<Descriptor> all(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) {
+      all[p] = me.desc[seq1 % 2];
+      continue;
+    }
+    Control& peer = w.control(p);
+    ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
+                 " to enter this collective");
+    all[p] = peer.desc[seq1 % 2];
+    if (all[p].seq1 != seq1) {
+      raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
+            "likely cause: ranks called different collectives", ctx.what(), p, all[p].seq1 - 1,
+            seq1 - 1);
+    }
+  }
+  return all;
+}
+
+std::vector<Descriptor> handshake(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
+  publish(ctx, w, mine);
+  return collect(ctx, w);
+}
+
+void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
+  for (size_t p = 1; p < all.size(); ++p) {
+    const Descriptor &a = all[0], &b = all[p];
+    if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
+        (call_of(a).has_redop() && a.op != b.op) || a.root != b.root || a.staged != b.staged) {
+      raise(ErrorCode::Mismatch, "{}: ranks called different collectives: rank 0 {}, rank {} {}",
+            ctx.what(), describe(a), p, describe(b));
+    }
+  }
+}
+
+void depart(Context& ctx, const shared::Windows& w) {
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
+  for (int p = 0; p < ctx.size(); ++p) {
+    if (p == ctx.rank()) continue;
+    Control& peer = w.control(p);
+    ctx.wait_for([&] { return peer.departed.load(std::memory_order_acquire) >= seq1; }, p,
+                 " to finish this collective");
+  }
+}
+
+void consumed(Context& ctx, const shared::Windows& w) {
+  w.control(ctx.rank()).consumed.store(uint64_t(ctx.seq()) + 1, std::memory_order_release);
+}
+
+}  // namespace gradwire::collectives
