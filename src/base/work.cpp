@@ -9,6 +9,24 @@ namespace gradwire {
 
 namespace detail {
 
+std::string CallText::format() const {
+  const std::string_view op = label.empty() ? call.name() : std::string_view(label);
+  const std::string d = label.empty() ? call.describe() : detail;
+  return fmt::format("rank {}{}: {} #{}{}", rank,
+                     comm.empty() || comm == "world" ? "" : fmt::format(" of {}", comm), op, seq,
+                     d.empty() ? "" : fmt::format(" ({})", d));
+}
+
+const std::string& WorkState::description() const {
+  if (described_.load(std::memory_order_acquire)) return description_;
+  std::lock_guard<std::mutex> lk(describe_mu_);
+  if (!described_.load(std::memory_order_relaxed)) {
+    description_ = text_.format();
+    described_.store(true, std::memory_order_release);
+  }
+  return description_;
+}
+
 void WorkState::mark_started() {
   std::lock_guard<std::mutex> lk(mu);
   if (phase == Phase::Running) return;  // resumed by the engine (Note [inline small collectives])
@@ -34,7 +52,7 @@ void WorkState::finish(std::exception_ptr err) {
         fn(err);
       } catch (const std::exception& e) {
         log().error("a completion callback of {} threw (callbacks must not throw): {}",
-                    description, e.what());
+                    description(), e.what());
       }
     }
     lk.lock();
@@ -66,7 +84,7 @@ void Work::wait() const {
       raise(ErrorCode::Timeout,
             "{} has been running for {:.1f} s, past its deadline of {:.1f} s: the engine thread "
             "is not making progress (likely a bug in gradwire or a hung provider)",
-            s.description, secs, std::chrono::duration<double>(s.timeout).count());
+            s.description(), secs, std::chrono::duration<double>(s.timeout).count());
     }
   }
   if (s.error) std::rethrow_exception(s.error);
@@ -77,7 +95,7 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lk(s.mu);
   if (!s.cv.wait_for(lk, timeout, [&] { return s.phase == detail::WorkState::Phase::Done; })) {
     raise(ErrorCode::Timeout, "waited {:.3f} s for {}, which is still {}", 
-          std::chrono::duration<double>(timeout).count(), s.description,
+          std::chrono::duration<double>(timeout).count(), s.description(),
           s.phase == detail::WorkState::Phase::Queued ? "queued behind earlier collectives"
                                                       : "running");
   }
@@ -110,6 +128,6 @@ void Work::then(std::function<void(std::exception_ptr)> fn) const {
   fn(err);
 }
 
-std::string Work::describe() const { return state_ ? state_->description : "(empty Work)"; }
+std::string Work::describe() const { return state_ ? state_->description() : "(empty Work)"; }
 
 }  // namespace gradwire

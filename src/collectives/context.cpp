@@ -27,21 +27,21 @@ std::span<Request> Context::requests(size_t n) {
 }
 
 void Context::send(Request& req, int peer, const void* buf, size_t bytes, uint32_t slot) {
-  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
+  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what(), slot);
   try {
     transport_.isend(req, peer, buf, bytes, make_tag(seq_, rank_, slot_base_ + slot), deadline_);
   } catch (const Error& e) {
     // The transport knows the peer, not the collective: say both.
-    raise(e.code(), "{}: {}", what_, e.message());
+    raise(e.code(), "{}: {}", what(), e.message());
   }
 }
 
 void Context::recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slot) {
-  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what_, slot);
+  GW_CHECK(slot < kMaxSlots, "{}: message slot {} out of range", what(), slot);
   try {
     transport_.irecv(req, peer, buf, bytes, make_tag(seq_, peer, slot_base_ + slot), deadline_);
   } catch (const Error& e) {
-    raise(e.code(), "{}: {}", what_, e.message());
+    raise(e.code(), "{}: {}", what(), e.message());
   }
 }
 
@@ -75,18 +75,18 @@ void Context::check(const Request& req) const {
         raise(ErrorCode::Mismatch,
               "{} failed {} rank {}: rank {} sent more than the {} bytes posted here ({}); likely "
               "cause: ranks called this collective with different counts or dtypes",
-              what_, dir, req.peer, req.peer, req.length, req.error);
+              what(), dir, req.peer, req.peer, req.length, req.error);
       case RequestStatus::Cancelled:
-        raise(ErrorCode::Aborted, "{}: transfer {} rank {} was cancelled", what_, dir, req.peer);
+        raise(ErrorCode::Aborted, "{}: transfer {} rank {} was cancelled", what(), dir, req.peer);
       case RequestStatus::PeerLost:
         raise(ErrorCode::PeerLost, "{} failed {} rank {}: {}; likely cause: rank {} died or its "
-              "host is unreachable", what_, dir, req.peer, req.error, req.peer);
+              "host is unreachable", what(), dir, req.peer, req.error, req.peer);
       case RequestStatus::Ok:
       case RequestStatus::Failed: break;
     }
     // Some providers (shm's large-message protocols) report a receive that
     // was sent more data than posted as a plain I/O error.
-    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (error {}){}", what_, dir, req.peer,
+    raise(ErrorCode::Transport, "{} failed {} rank {}: {} (error {}){}", what(), dir, req.peer,
           req.error, req.error_code,
           req.is_send ? "; likely cause: the peer failed or left"
                       : "; likely cause: the peer sent a different amount of data (ranks called "
@@ -96,7 +96,7 @@ void Context::check(const Request& req) const {
     raise(ErrorCode::Mismatch,
           "{}: received {} bytes from rank {} where {} were expected; likely cause: ranks called "
           "this collective with different counts or dtypes",
-          what_, req.received, req.peer, req.length);
+          what(), req.received, req.peer, req.length);
   }
 }
 
@@ -106,14 +106,14 @@ void Context::check(const Request& req) const {
 // collective"), words tools/gradwire-fr reads back.
 void Context::check_wait(std::string_view doing, int peer, std::string_view detail) const {
   if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
-    raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}{}: {}", what_,
+    raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}{}: {}", what(),
           doing, peer, detail, *interrupt_reason_);
   }
   if (deadline_.expired()) {
     raise(ErrorCode::Timeout,
           "{} timed out after {:.1f} s {} rank {}{}{}{}; likely cause: rank {} died, is stuck, or "
           "called a different collective or count (GRADWIRE_TIMEOUT_S sets the deadline)",
-          what_, std::chrono::duration<double>(options_.timeout).count(), doing, peer, detail,
+          what(), std::chrono::duration<double>(options_.timeout).count(), doing, peer, detail,
           algorithm_.empty() ? "" : " in ", algorithm_, peer);
   }
 }
@@ -144,7 +144,7 @@ void Context::stalled(const Request* oldest_recv, std::span<const Request> sends
   for (size_t i = 0; blocking == nullptr && i < sends.size(); ++i) {
     if (sends[i].state == Request::State::Pending) blocking = &sends[i];
   }
-  GW_CHECK(blocking != nullptr, "{}: a pipeline made no progress and waits for nothing", what_);
+  GW_CHECK(blocking != nullptr, "{}: a pipeline made no progress and waits for nothing", what());
   progress_or_fail(*blocking);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "base/work_state.h"
 #include "gradwire/options.h"
 #include "gradwire/types.h"
 #include "transport/transport.h"
@@ -50,10 +51,12 @@ struct WouldBlock {};
 
 class Context {
  public:
+  // `work` names the collective in errors (Note [descriptions on demand]).
   Context(transport::Transport& transport, int rank, int size, uint32_t seq, Deadline deadline,
-          const Options& options, std::array<std::vector<std::byte>, 2>& scratch, std::string what)
+          const Options& options, std::array<std::vector<std::byte>, 2>& scratch,
+          const detail::WorkState& work)
       : transport_(transport), rank_(rank), size_(size), seq_(seq), deadline_(deadline),
-        options_(options), scratch_(scratch), what_(std::move(what)) {}
+        options_(options), scratch_(scratch), work_(work) {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -61,7 +64,7 @@ class Context {
   const Options& options() const { return options_; }
   Deadline deadline() const { return deadline_; }
   // "rank 2: allreduce #17 (1048576 x float32 sum)"
-  const std::string& what() const { return what_; }
+  const std::string& what() const { return work_.description(); }
   void set_algorithm(std::string_view name) { algorithm_ = name; }
   // Added to every slot of send/recv: lets one collective run several
   // algorithm instances back to back (the staged pieces of a device buffer,
@@ -131,7 +134,7 @@ class Context {
   uint32_t slot_base_ = 0;
   const Options& options_;
   std::array<std::vector<std::byte>, 2>& scratch_;
-  std::string what_;
+  const detail::WorkState& work_;
   std::string_view algorithm_;
   const std::atomic<bool>* interrupt_ = nullptr;
   const std::string* interrupt_reason_ = nullptr;

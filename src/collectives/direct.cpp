@@ -75,7 +75,7 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
   mine.recv_window = direct.recv_at.window;
   mine.recv_offset = direct.recv_at.offset;
   wait_until_free(ctx, w);
-  const std::vector<Descriptor> all = handshake(ctx, w, mine);
+  const std::vector<Descriptor> all = handshake(ctx, w, mine);  // a copy: reused buffer
   check_same_call(ctx, all);
   consumed(ctx, w);  // the descriptors are read; departed guards the buffers
 

@@ -55,11 +55,12 @@ void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
   me.arrived.store(seq1, std::memory_order_release);
 }
 
-std::vector<Descriptor> collect(Context& ctx, const shared::Windows& w) {
+const std::vector<Descriptor>& collect(Context& ctx, const shared::Windows& w) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
   Control& me = w.control(r);
-  std::vector<Descriptor> all(n);
+  std::vector<Descriptor>& all = w.seen;  // reused: no allocation per collective
+  all.resize(size_t(n));
   for (int p = 0; p < n; ++p) {
     if (p == r) {
       all[p] = me.desc[seq1 % 2];
@@ -78,7 +79,8 @@ std::vector<Descriptor> collect(Context& ctx, const shared::Windows& w) {
   return all;
 }
 
-std::vector<Descriptor> handshake(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
+const std::vector<Descriptor>& handshake(Context& ctx, const shared::Windows& w,
+                                         const Descriptor& mine) {
   publish(ctx, w, mine);
   return collect(ctx, w);
 }
@@ -88,8 +90,14 @@ void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
     const Descriptor &a = all[0], &b = all[p];
     if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
         (call_of(a).has_redop() && a.op != b.op) || a.root != b.root || a.staged != b.staged) {
-      raise(ErrorCode::Mismatch, "{}: ranks called different collectives: rank 0 {}, rank {} {}",
-            ctx.what(), describe(a), p, describe(b));
+      const bool same_kind = a.kind == b.kind && a.root == b.root;
+      const char* cause = !same_kind                ? "ranks called different collectives"
+                          : a.dtype != b.dtype      ? "ranks passed different dtypes"
+                          : a.count != b.count      ? "ranks passed different counts"
+                                                    : "ranks passed different reduce ops";
+      raise(ErrorCode::Mismatch,
+            "{}: ranks called different collectives: rank 0 {}, rank {} {}; likely cause: {}",
+            ctx.what(), describe(a), p, describe(b), cause);
     }
   }
 }

@@ -18,12 +18,13 @@ void wait_until_free(Context& ctx, const shared::Windows& w);
 // Note [the direct handshake]: publishes `mine` for this collective and
 // returns every rank's descriptor (index = rank). Mismatch if a peer is at
 // another collective.
-std::vector<shared::Descriptor> handshake(Context& ctx, const shared::Windows& w,
-                                          const shared::Descriptor& mine);
+// The returned vector is the windows' own (valid until the next handshake).
+const std::vector<shared::Descriptor>& handshake(Context& ctx, const shared::Windows& w,
+                                                 const shared::Descriptor& mine);
 // The two halves: publish never waits; collect waits for every peer (and
 // may be called again after a WouldBlock).
 void publish(Context& ctx, const shared::Windows& w, const shared::Descriptor& mine);
-std::vector<shared::Descriptor> collect(Context& ctx, const shared::Windows& w);
+const std::vector<shared::Descriptor>& collect(Context& ctx, const shared::Windows& w);
 // Mismatch naming both calls unless every rank called the same collective.
 void check_same_call(Context& ctx, const std::vector<shared::Descriptor>& all);
 // This rank has read what its peers published for this collective

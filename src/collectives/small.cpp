@@ -58,7 +58,7 @@ size_t staged_bytes(const CollectiveCall& call, int size) {
 }
 
 // Step 1 of Note [small collectives]: this rank's input into its slot.
-void stage(std::byte* slot, const CollectiveCall& call, int r, const Blocks& blocks) {
+void stage(std::byte* slot, const CollectiveCall& call, int r, int n) {
   const size_t es = element_size(call.dtype);
   const auto* send = static_cast<const std::byte*>(call.send);
   switch (call.op) {
@@ -67,7 +67,7 @@ void stage(std::byte* slot, const CollectiveCall& call, int r, const Blocks& blo
       if (call.count) std::memcpy(slot, send, call.count * es);
       break;
     case CollectiveOp::Allgather:
-      if (blocks.count[r]) std::memcpy(slot, send, blocks.count[r] * es);
+      if (const size_t c = shard_count(call.count, n, r)) std::memcpy(slot, send, c * es);
       break;
     case CollectiveOp::Broadcast:
       if (r == call.root && call.count) std::memcpy(slot, send, call.count * es);
@@ -87,7 +87,6 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
   const size_t es = element_size(call.dtype);
-  const Blocks blocks = shard_blocks(call.count, n);
   ctx.set_algorithm("shared slots");
 
   shared::Descriptor mine;
@@ -101,12 +100,11 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
   // calls again and goes on from there (Note [inline small collectives]).
   if (!state.published) {
     wait_until_free(ctx, w);  // Note [slot reuse]
-    stage(w.slot(r, seq1), call, r, blocks);
+    stage(w.slot(r, seq1), call, r, n);
     publish(ctx, w, mine);
     state.published = true;
   }
-  const std::vector<shared::Descriptor> all = collect(ctx, w);
-  check_same_call(ctx, all);
+  check_same_call(ctx, collect(ctx, w));
 
   auto* recv = static_cast<std::byte*>(call.recv);
   auto fold = [&](std::byte* dst, size_t first, size_t len) {
@@ -123,13 +121,14 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
       fold(recv, 0, call.count);
       break;
     case CollectiveOp::ReduceScatter:
-      fold(recv, blocks.offset[r], blocks.count[r]);
+      fold(recv, shard_offset(call.count, n, r), shard_count(call.count, n, r));
       break;
     case CollectiveOp::Allgather:
       for (int p = 0; p < n; ++p) {
-        std::byte* dst = recv + blocks.offset[p] * es;
+        std::byte* dst = recv + shard_offset(call.count, n, p) * es;
         const std::byte* src = p == r ? static_cast<const std::byte*>(call.send) : w.slot(p, seq1);
-        if (dst != src && blocks.count[p]) std::memcpy(dst, src, blocks.count[p] * es);
+        const size_t c = shard_count(call.count, n, p);
+        if (dst != src && c) std::memcpy(dst, src, c * es);
       }
       break;
     case CollectiveOp::Broadcast: {

@@ -99,6 +99,8 @@ class Windows {
   // the thread running this communicator's collective touches it (the
   // engine's, or a caller's that claimed the engine).
   mutable uint64_t last_handshake[2] = {0, 0};
+  // The descriptors of the current handshake, by rank (same thread).
+  mutable std::vector<Descriptor> seen;
 
   // The window holding [p, p + bytes) among this rank's own, if any.
   std::optional<Location> find(const void* p, size_t bytes) const;

@@ -76,7 +76,6 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
                               std::function<void(collectives::Context&)> fn, const Label& label,
                               bool inline_ok) {
   const std::string_view op = label.name.empty() ? info.name() : label.name;
-  const std::string detail = label.name.empty() ? info.describe() : label.detail;
   if (aborted_) {
     std::lock_guard<std::mutex> lk(state_mu_);
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
@@ -88,19 +87,28 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
   }
   std::unique_lock<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
-  std::string what = fmt::format("rank {}{}: {} #{}{}", rank,
-                                 name == "world" ? "" : fmt::format(" of {}", name), op, seq,
-                                 detail.empty() ? "" : fmt::format(" ({})", detail));
-  auto state = std::make_shared<detail::WorkState>(what, options.timeout);
+  // Note [descriptions on demand] in base/work_state.h.
+  detail::CallText text;
+  text.rank = rank;
+  if (name != "world") text.comm = name;
+  if (!label.name.empty()) {
+    text.label = std::string(label.name);
+    text.detail = label.detail;
+  }
+  text.seq = seq;
+  text.call = info;
+  auto state = std::make_shared<detail::WorkState>(std::move(text), options.timeout);
   // Note [recording is a few stores] in diag/flight_recorder.h.
   const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
   const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
   // Mutable: a collective begun on the caller's thread and resumed on the
   // engine's (Note [inline small collectives]) keeps its deadline and is
   // recorded as started once.
-  auto task = [this, seq, record, info, what, queued_us, op = std::string(op), fn = std::move(fn),
-               begun = false, deadline = Deadline::never(),
-               started_us = int64_t(0)](detail::WorkState&) mutable {
+  auto task = [this, seq, record, info, queued_us, op = std::string(op), fn = std::move(fn),
+               begun = false,
+               deadline = Deadline::never(),
+               started_us = int64_t(0)](detail::WorkState& work) mutable {
+    const auto what = [&work]() -> const std::string& { return work.description(); };
     auto& recorder = fr::Recorder::instance();
     const bool resumed = begun;
     if (!begun) {
@@ -120,15 +128,15 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
     if (aborted_) {
       recorder.done(record, false);
       std::lock_guard<std::mutex> lk(state_mu_);
-      raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what,
+      raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what(),
             abort_reason_);
     }
-    collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, what);
+    collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
     ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
     if (t_on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
       if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
-        raise(ErrorCode::Aborted, "{} did not run: {}", what, job::failure_reason());
+        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job::failure_reason());
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
       if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
@@ -157,7 +165,7 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
       recorder.done(record, false);
       trace_end(false);
       fail_communicator(e.what(), seq, ErrorCode::Internal);
-      raise(ErrorCode::Internal, "{}: {}", what, e.what());
+      raise(ErrorCode::Internal, "{}: {}", what(), e.what());
     }
     recorder.done(record, true);
     trace_end(true);
@@ -248,7 +256,7 @@ void CommunicatorImpl::abandon_engine(const std::shared_ptr<detail::WorkState>& 
   const std::string reason = fmt::format(
       "{} was interrupted: {} (this rank's provider call did not return within {:.1f} s of the "
       "report, so the engine thread of communicator {} is left behind)",
-      running->description, job::failure_reason(),
+      running->description(), job::failure_reason(),
       std::chrono::duration<double>(kInterruptGrace).count(), name);
   {
     std::lock_guard<std::mutex> lk(state_mu_);
@@ -375,20 +383,20 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
   }
   // 2-4 run on the engine thread, decided here from what every rank knows
   // alike (the direct path's handshake makes the last decision together).
-  const Direct direct = direct_call(*this, call);
   // Note [small collectives]: through the control segments' slots, and on
-  // this thread when the engine is idle.
-  if (options.shm_collectives && call.op != CollectiveOp::Other) {
-    // Decided from the call alone, so alike on every rank (buffers from
-    // allocate_shared too: at these sizes the copy costs less than the
-    // direct path's second flag round).
-    if (auto windows = direct_windows(); windows && collectives::small_path_takes(call, size)) {
-      auto state = std::make_shared<collectives::SmallState>();
-      return submit(call, [windows, call, state](collectives::Context& ctx) {
-        collectives::run_small(ctx, *windows, call, *state);
+  // this thread when the engine is idle. Decided from the call alone, so
+  // alike on every rank (buffers from allocate_shared too: at these sizes
+  // the copy costs less than the direct path's second flag round).
+  if (options.shm_collectives && call.op != CollectiveOp::Other &&
+      collectives::small_path_takes(call, size)) {
+    if (auto windows = direct_windows()) {
+      return submit(call, [windows, call, state = collectives::SmallState{}](
+                              collectives::Context& ctx) mutable {
+        collectives::run_small(ctx, *windows, call, state);
       }, {}, /*inline_ok=*/true);
     }
   }
+  const Direct direct = direct_call(*this, call);
   // Note [hierarchical allreduce]; small buffers stay latency-optimal.
   const bool hierarchical =
       call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&

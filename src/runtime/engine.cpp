@@ -33,7 +33,7 @@ bool Engine::shutdown() {
       if (current_->abandoned.load()) {
         log().error("engine '{}' is stuck in {}, which was abandoned after another rank's "
                     "failure; leaving its thread and resources behind so this process can exit",
-                    name_, current_->description);
+                    name_, current_->description());
         return false;
       }
       std::lock_guard<std::mutex> state_lk(current_->mu);
@@ -42,7 +42,7 @@ bool Engine::shutdown() {
                              detail::engine_slack(current_->timeout)) {
         log().error("engine '{}' is stuck in {} past its deadline; leaving its thread and "
                     "resources behind so this process can exit",
-                    name_, current_->description);
+                    name_, current_->description());
         return false;
       }
     }
@@ -62,7 +62,7 @@ std::string Engine::overdue() {
   std::lock_guard<std::mutex> state_lk(cur->mu);
   if (cur->phase == detail::WorkState::Phase::Running &&
       Clock::now() > cur->started + cur->timeout + detail::engine_slack(cur->timeout)) {
-    return cur->description;
+    return cur->description();
   }
   return "";
 }

@@ -6,10 +6,12 @@
 #include <sys/mman.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "base/errors.h"
+#include "bootstrap/bootstrap.h"
 #include "base/logging.h"
 #include "collectives/hierarchy.h"
 #include "memory/shared_windows.h"
@@ -42,12 +44,15 @@ struct Exchanged {
 // round two publishes whether that worked, so all ranks reach the same
 // verdict. Then each rank unlinks its own name: the memory lives on in the
 // mappings, and nothing is left in /dev/shm if a process is killed later.
-Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id) {
+using Allgather = std::function<std::vector<std::string>(const std::string&)>;
+
+Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id,
+                            const Allgather& allgather) {
   const int n = comm.size, me = comm.rank;
   Created mine = create_segment(bytes, id);
   const std::string blob = fmt::format("{}\n{}\n{}\n{}", host_identity(comm), mine.name, bytes,
                                        mine.error);
-  const std::vector<std::string> all = comm.allgather_blobs(blob);
+  const std::vector<std::string> all = allgather(blob);
   Exchanged out;
   out.maps.resize(n);
   out.bytes.resize(n);
@@ -74,7 +79,7 @@ Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id) {
       if (!out.maps[r].data()) problem = fmt::format("rank {}: {}", me, error);
     }
   }
-  const std::vector<std::string> verdicts = comm.allgather_blobs(problem);
+  const std::vector<std::string> verdicts = allgather(problem);
   if (!mine.name.empty()) shm_unlink(mine.name.c_str());
   for (int r = 0; r < n && problem.empty(); ++r) problem = verdicts[r];
   out.maps[me] = std::move(mine.map);
@@ -93,10 +98,14 @@ Exchanged exchange_segments(CommunicatorImpl& comm, size_t bytes, uint32_t id) {
 
 namespace {
 
+Allgather over_collectives(CommunicatorImpl& comm) {
+  return [&comm](const std::string& mine) { return comm.allgather_blobs(mine); };
+}
+
 // The control segments (under comm.shared_mu): collective.
-void create_controls(CommunicatorImpl& comm, const char* why) {
+void create_controls(CommunicatorImpl& comm, const char* why, const Allgather& allgather) {
   auto windows = std::make_shared<Windows>(comm.rank, comm.size);
-  Exchanged ctl = exchange_segments(comm, kControlBytes, Descriptor::kNoWindow);
+  Exchanged ctl = exchange_segments(comm, kControlBytes, Descriptor::kNoWindow, allgather);
   if (ctl.direct) {
     // Only our own: a peer may already write its Control (a fresh segment
     // is zero-filled, which is what a constructed Control holds).
@@ -113,16 +122,28 @@ void create_controls(CommunicatorImpl& comm, const char* why) {
 
 void activate(CommunicatorImpl& comm) {
   std::lock_guard<std::mutex> lk(comm.shared_mu);
-  if (!comm.shared) create_controls(comm, "shared-memory collectives");
+  if (comm.shared) return;
+  // The world exchanges through its bootstrap, so that its collectives keep
+  // their numbers (the first user collective is #1, as errors and flight-
+  // recorder dumps have always said); a sub-communicator, which has none,
+  // through its own collectives.
+  if (comm.bootstrap) {
+    bootstrap::Bootstrap& boot = *comm.bootstrap;
+    const Deadline deadline = Deadline::after(comm.options.timeout);
+    create_controls(comm, "shared-memory collectives",
+                    [&](const std::string& mine) { return boot.allgather(mine, deadline); });
+  } else {
+    create_controls(comm, "shared-memory collectives", over_collectives(comm));
+  }
 }
 
 std::shared_ptr<detail::SharedAllocation> allocate(CommunicatorImpl& comm, size_t bytes) {
   std::lock_guard<std::mutex> lk(comm.shared_mu);
-  if (!comm.shared) create_controls(comm, "allocate_shared");
+  if (!comm.shared) create_controls(comm, "allocate_shared", over_collectives(comm));
   auto alloc = std::make_shared<detail::SharedAllocation>();
   alloc->bytes = bytes;
   const uint32_t id = comm.shared->next_id();
-  Exchanged seg = exchange_segments(comm, bytes, id);
+  Exchanged seg = exchange_segments(comm, bytes, id, over_collectives(comm));
   alloc->data = seg.maps[comm.rank].data();
   if (seg.direct && comm.shared->active()) {
     alloc->owner = comm.shared;
