@@ -4,7 +4,7 @@
 //
 //   -b min bytes  -e max bytes  -f step factor  -n iterations  -w warm-up
 //   -c check (0/1)  -d dtype  -o redop  -z blocking (0/1)
-//   --op allreduce|reduce_scatter|allgather|broadcast|alltoall
+//   --op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier
 //   --provider NAME  --compare mpi  --json FILE
 //
 // time is the slowest rank's mean per iteration; algbw = size / time;
@@ -32,6 +32,7 @@ Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
     if (a.coll == "reduce_scatter") return comm.reduce_scatter(send, recv, b.count, a.dtype, a.op);
     if (a.coll == "allgather") return comm.allgather(send, recv, b.count, a.dtype);
     if (a.coll == "broadcast") return comm.broadcast(send, recv, b.count, a.dtype, 0);
+    if (a.coll == "barrier") return comm.barrier();
     return comm.alltoall(send, recv, b.send_count / comm.size(), a.dtype);
   };
   Row row;

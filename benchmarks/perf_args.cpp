@@ -32,7 +32,7 @@ size_t parse_size(const std::string& flag, const char* s) {
                "usage: gradwire-perf [-b minbytes] [-e maxbytes] [-f factor] [-n iters] "
                "[-w warmup]\n"
                "         [-c 0|1] [-d dtype] [-o sum|avg|min|max|prod] [-z 0|1]\n"
-               "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
+               "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier]\n"
                "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared|cuda]\n",
                msg.c_str());
   std::exit(2);
@@ -71,7 +71,7 @@ Args parse_args(int argc, char** argv) {
   if (a.iters < 1 || a.warmup < 0) usage("-n must be at least 1 and -w at least 0");
   if (a.min_bytes > a.max_bytes) usage("-b must not exceed -e");
   if (a.coll != "allreduce" && a.coll != "reduce_scatter" && a.coll != "allgather" &&
-      a.coll != "broadcast" && a.coll != "alltoall") {
+      a.coll != "broadcast" && a.coll != "alltoall" && a.coll != "barrier") {
     usage("unknown collective " + a.coll);
   }
   if (!a.compare.empty() && a.compare != "mpi") usage("--compare takes 'mpi'");

@@ -52,6 +52,7 @@ Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm) 
   if (a.coll == "reduce_scatter") b.recv_count = gradwire::shard_count(b.count, n, rank);
   if (a.coll == "allgather") b.send_count = gradwire::shard_count(b.count, n, rank);
   if (a.coll == "alltoall") b.send_count = b.recv_count = (b.count / n) * n;
+  if (a.coll == "barrier") b.send_count = b.recv_count = 0;  // moves nothing: latency only
   if (a.buffers == "shared") {
     b.send_shared = comm.allocate_shared(b.send_count * es);
     b.recv_shared = comm.allocate_shared(b.recv_count * es);

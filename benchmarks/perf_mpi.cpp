@@ -69,6 +69,8 @@ Row run_mpi(const Args& a, Buffers& b, int rank, int n) {
     } else if (a.coll == "allgather") {
       MPI_Allgatherv(b.send.data(), int(b.send_count), type, b.recv.data(), counts.data(),
                      displs.data(), type, MPI_COMM_WORLD);
+    } else if (a.coll == "barrier") {
+      MPI_Barrier(MPI_COMM_WORLD);
     } else if (a.coll == "broadcast") {
       // In place on the receive buffer, seeded from the root's send buffer.
       if (rank == 0) std::copy(b.send.begin(), b.send.end(), b.recv.begin());

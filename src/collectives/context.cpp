@@ -129,9 +129,10 @@ void Context::wait_for(const std::function<bool()>& done, int peer,
                        std::string_view waiting_for) {
   std::chrono::steady_clock::time_point give_up{};
   for (uint32_t idle = 1; !done(); ++idle) {
-    if (spin_budget_.count() && (idle & 63u) == 1) {
+    // The clock is read from the 64th empty poll on: most waits end sooner.
+    if (spin_budget_.count() && (idle & 63u) == 0) {
       const auto now = std::chrono::steady_clock::now();
-      if (idle == 1) give_up = now + spin_budget_;
+      if (idle == 64) give_up = now + spin_budget_;
       else if (now > give_up) throw WouldBlock{};
     }
     back_off(idle);
