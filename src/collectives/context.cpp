@@ -45,6 +45,10 @@ void Context::recv(Request& req, int peer, void* buf, size_t bytes, uint32_t slo
   }
 }
 
+#ifndef GW_FLAG_SPIN
+#define GW_FLAG_SPIN 200
+#endif
+
 namespace {
 // Note [backoff when idle]: spinning keeps latency low when every rank
 // has a core; when ranks outnumber cores a spinning rank steals the time
@@ -54,6 +58,17 @@ void back_off(uint32_t idle) {
   if (idle > 20000) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   } else if (idle > 2000) {
+    sched_yield();
+  }
+}
+
+// The same for flags in shared memory (wait_for): a poll there is one load,
+// so 2000 of them pass in a few microseconds and the peer that would set
+// the flag, if it shares our core, is still waiting for it. Yield sooner.
+void back_off_flag(uint32_t idle) {
+  if (idle > 20000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  } else if (idle > GW_FLAG_SPIN) {
     sched_yield();
   }
 }
@@ -135,7 +150,7 @@ void Context::wait_for(const std::function<bool()>& done, int peer,
       if (idle == 64) give_up = now + spin_budget_;
       else if (now > give_up) throw WouldBlock{};
     }
-    back_off(idle);
+    back_off_flag(idle);
     if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
   }
 }

@@ -23,12 +23,12 @@ std::string describe(const Descriptor& d) {
 }
 
 // Note [the direct handshake]: each rank writes its Descriptor (what it
-// calls, with which buffers) into its control segment, in the slot of this
-// sequence number's parity, then raises `arrived` to seq + 1; it reads its
+// calls, with which buffers) into its control segment, at index seq %
+// kDepth, then raises `arrived` to seq + 1; it reads its
 // peers' descriptors once their `arrived` reaches seq + 1. Every rank then
 // holds the same n descriptors and makes the same decision. Before writing,
-// a rank waits until every peer has `consumed` the handshake of the same
-// parity before (Note [slot reuse] in small.cpp); it used to rely on the
+// a rank waits until every peer has `consumed` the last handshake of the
+// same index (Note [slot reuse] in small.cpp); it used to rely on the
 // collective in between needing this rank's data, which a transport
 // broadcast from this rank does not. After the transfers of the direct
 // path each rank raises `departed` and waits for everyone's: only then is
@@ -36,7 +36,7 @@ std::string describe(const Descriptor& d) {
 // caller may reuse them.
 void wait_until_free(Context& ctx, const shared::Windows& w) {
   const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
-  if (const uint64_t before = w.last_handshake[seq1 % 2]) {
+  if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
     for (int p = 0; p < ctx.size(); ++p) {
       if (p == ctx.rank()) continue;
       Control& peer = w.control(p);
@@ -44,37 +44,38 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
                    " to finish reading an earlier collective");
     }
   }
-  w.last_handshake[seq1 % 2] = seq1;
+  w.last_handshake[seq1 % shared::kDepth] = seq1;
 }
 
 void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
   const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
   Control& me = w.control(ctx.rank());
-  me.desc[seq1 % 2] = mine;
-  me.desc[seq1 % 2].seq1 = seq1;
+  me.desc[seq1 % shared::kDepth] = mine;
+  me.desc[seq1 % shared::kDepth].seq1 = seq1;
   me.arrived.store(seq1, std::memory_order_release);
+}
+
+Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
+  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  Control& peer = w.control(p);
+  ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
+               " to enter this collective");
+  const Descriptor d = peer.desc[seq1 % shared::kDepth];
+  if (d.seq1 != seq1) {
+    raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
+          "likely cause: ranks called different collectives", ctx.what(), p, d.seq1 - 1,
+          seq1 - 1);
+  }
+  return d;
 }
 
 const std::vector<Descriptor>& collect(Context& ctx, const shared::Windows& w) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
-  Control& me = w.control(r);
   std::vector<Descriptor>& all = w.seen;  // reused: no allocation per collective
   all.resize(size_t(n));
   for (int p = 0; p < n; ++p) {
-    if (p == r) {
-      all[p] = me.desc[seq1 % 2];
-      continue;
-    }
-    Control& peer = w.control(p);
-    ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
-                 " to enter this collective");
-    all[p] = peer.desc[seq1 % 2];
-    if (all[p].seq1 != seq1) {
-      raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
-            "likely cause: ranks called different collectives", ctx.what(), p, all[p].seq1 - 1,
-            seq1 - 1);
-    }
+    all[p] = p == r ? w.control(r).desc[seq1 % shared::kDepth] : collect_one(ctx, w, p);
   }
   return all;
 }
@@ -85,21 +86,22 @@ const std::vector<Descriptor>& handshake(Context& ctx, const shared::Windows& w,
   return collect(ctx, w);
 }
 
-void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
-  for (size_t p = 1; p < all.size(); ++p) {
-    const Descriptor &a = all[0], &b = all[p];
-    if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
-        (call_of(a).has_redop() && a.op != b.op) || a.root != b.root || a.staged != b.staged) {
-      const bool same_kind = a.kind == b.kind && a.root == b.root;
-      const char* cause = !same_kind                ? "ranks called different collectives"
-                          : a.dtype != b.dtype      ? "ranks passed different dtypes"
-                          : a.count != b.count      ? "ranks passed different counts"
-                                                    : "ranks passed different reduce ops";
-      raise(ErrorCode::Mismatch,
-            "{}: ranks called different collectives: rank 0 {}, rank {} {}; likely cause: {}",
-            ctx.what(), describe(a), p, describe(b), cause);
-    }
+void check_same_call(Context& ctx, int pa, const Descriptor& a, int pb, const Descriptor& b) {
+  if (a.kind != b.kind || a.dtype != b.dtype || a.count != b.count ||
+      (call_of(a).has_redop() && a.op != b.op) || a.root != b.root || a.staged != b.staged) {
+    const bool same_kind = a.kind == b.kind && a.root == b.root;
+    const char* cause = !same_kind           ? "ranks called different collectives"
+                        : a.dtype != b.dtype ? "ranks passed different dtypes"
+                        : a.count != b.count ? "ranks passed different counts"
+                                             : "ranks passed different reduce ops";
+    raise(ErrorCode::Mismatch,
+          "{}: ranks called different collectives: rank {} {}, rank {} {}; likely cause: {}",
+          ctx.what(), pa, describe(a), pb, describe(b), cause);
   }
+}
+
+void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
+  for (size_t p = 1; p < all.size(); ++p) check_same_call(ctx, 0, all[0], int(p), all[p]);
 }
 
 void depart(Context& ctx, const shared::Windows& w) {

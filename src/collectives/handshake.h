@@ -13,7 +13,7 @@ namespace gradwire::collectives {
 
 // Note [slot reuse] in small.cpp: waits until every peer has consumed
 // what this rank published in the last handshake of this collective's
-// parity. Before writing the descriptor or the slot.
+// index (seq % kDepth). Before writing the descriptor or the slot.
 void wait_until_free(Context& ctx, const shared::Windows& w);
 // Note [the direct handshake]: publishes `mine` for this collective and
 // returns every rank's descriptor (index = rank). Mismatch if a peer is at
@@ -25,8 +25,12 @@ const std::vector<shared::Descriptor>& handshake(Context& ctx, const shared::Win
 // may be called again after a WouldBlock).
 void publish(Context& ctx, const shared::Windows& w, const shared::Descriptor& mine);
 const std::vector<shared::Descriptor>& collect(Context& ctx, const shared::Windows& w);
+// Only rank p's descriptor (waits for p alone).
+shared::Descriptor collect_one(Context& ctx, const shared::Windows& w, int p);
 // Mismatch naming both calls unless every rank called the same collective.
 void check_same_call(Context& ctx, const std::vector<shared::Descriptor>& all);
+void check_same_call(Context& ctx, int pa, const shared::Descriptor& a, int pb,
+                     const shared::Descriptor& b);
 // This rank has read what its peers published for this collective
 // (descriptors, and slots for a small one).
 void consumed(Context& ctx, const shared::Windows& w);

@@ -8,27 +8,29 @@
 // with ordinary buffers goes through pre-mapped shared memory instead, the
 // way MPI's shared-memory collectives and NCCL's LL protocol avoid
 // per-message handshakes:
-//   1. each rank copies its input into its own slot (of this sequence
-//      number's parity) in its control segment;
+//   1. each rank copies its input into its own slot (index seq % kDepth)
+//      in its control segment;
 //   2. the handshake (Note [the direct handshake]) publishes the call and
 //      raises `arrived`, a release store: a peer that sees it sees the slot;
 //   3. each rank reads what it needs from the peers' slots: allreduce
 //      folds every slot in rank order into its own output (every rank
 //      computes every element, in the same order, so all end bitwise
 //      equal), reduce_scatter folds its block, allgather copies the
-//      shards, broadcast copies the root's slot, barrier reads nothing;
+//      shards, broadcast copies the root's slot (only it waits, and only
+//      for the root), barrier reads nothing;
 //   4. it raises `consumed`.
 // One flag round per collective, and no provider call at all: which is why
 // these may run on the caller's thread (Note [no inline execution] in
 // runtime/engine.h concerns provider calls that may never return; these
 // only poll flags, with the deadline and the interrupt checked as always).
 //
-// Note [slot reuse]: a rank writes its slot and descriptor of parity p
-// again two handshakes later. Before that it waits until every peer has
-// `consumed` the handshake that last used parity p, so no peer still reads
-// the old contents. Usually that is long done: the handshake in between
-// needed every rank. The wait matters after a collective that does not
-// need this rank's peers, e.g. a transport broadcast from this rank.
+// Note [slot reuse]: a rank writes its slot and descriptor of index
+// i = seq % kDepth again kDepth handshakes later. Before that it waits
+// until every peer has `consumed` the handshake that last used index i, so
+// no peer still reads the old contents. Usually that is long done: the
+// handshakes in between needed every rank. The wait matters after
+// collectives that do not need this rank's peers: a broadcast from this
+// rank (here or through the transport), which may run kDepth - 1 ahead.
 #include <algorithm>
 #include <cstring>
 
@@ -104,7 +106,13 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
     publish(ctx, w, mine);
     state.published = true;
   }
-  check_same_call(ctx, collect(ctx, w));
+  if (call.op == CollectiveOp::Broadcast) {
+    // Only the root's slot is read: the root waits for nobody, the others
+    // for the root (Note [slot reuse] keeps the root from overwriting it).
+    if (r != call.root) check_same_call(ctx, call.root, collect_one(ctx, w, call.root), r, mine);
+  } else {
+    check_same_call(ctx, collect(ctx, w));
+  }
 
   auto* recv = static_cast<std::byte*>(call.recv);
   auto fold = [&](std::byte* dst, size_t first, size_t len) {

@@ -55,6 +55,12 @@ struct Descriptor {
 
 // One per rank, in that rank's control segment. Flags sit on their own
 // cache lines: every peer polls them.
+// Note [slot reuse] in collectives/small.cpp: how many handshakes a rank
+// may be ahead of the slowest reader before it waits; descriptors and slots
+// are indexed by seq % kDepth. Four lets a broadcast root run ahead (as an
+// eager protocol lets Open MPI's) instead of meeting every reader.
+constexpr uint64_t kDepth = 4;
+
 struct Control {
   alignas(64) std::atomic<uint64_t> arrived{0};   // seq + 1 of the last handshake entered
   alignas(64) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
@@ -62,15 +68,15 @@ struct Control {
   // small collective, slots) this rank has finished reading (Note [slot
   // reuse] in collectives/small.cpp).
   alignas(64) std::atomic<uint64_t> consumed{0};
-  alignas(64) Descriptor desc[2];                 // indexed by seq % 2
+  alignas(64) Descriptor desc[kDepth];            // indexed by seq % kDepth
 };
 
 // Note [small collectives] in collectives/small.cpp: each rank's control
-// segment also holds two slots (indexed by seq % 2) for the inputs of small
+// segment also holds kDepth slots (indexed by seq % kDepth) for the inputs of small
 // collectives, after its Control.
 constexpr size_t kSlotBytes = size_t(64) << 10;
 constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
-constexpr size_t kControlBytes = kSlotOffset + 2 * kSlotBytes;
+constexpr size_t kControlBytes = kSlotOffset + kDepth * kSlotBytes;
 
 // Where a buffer lies in this rank's windows.
 struct Location {
@@ -93,12 +99,12 @@ class Windows {
   Control& control(int r) const { return *reinterpret_cast<Control*>(controls_[r].data()); }
   // Rank r's slot for the collective with sequence number + 1 `seq1`.
   std::byte* slot(int r, uint64_t seq1) const {
-    return controls_[r].data() + kSlotOffset + (seq1 % 2) * kSlotBytes;
+    return controls_[r].data() + kSlotOffset + (seq1 % kDepth) * kSlotBytes;
   }
-  // Note [slot reuse]: seq + 1 of the last handshake of each parity. Only
+  // Note [slot reuse]: seq + 1 of the last handshake of each index. Only
   // the thread running this communicator's collective touches it (the
   // engine's, or a caller's that claimed the engine).
-  mutable uint64_t last_handshake[2] = {0, 0};
+  mutable uint64_t last_handshake[kDepth] = {};
   // The descriptors of the current handshake, by rank (same thread).
   mutable std::vector<Descriptor> seen;
 

@@ -23,6 +23,7 @@
 //                              (gwlaunch --no-secret R)
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -72,7 +73,7 @@ int judge(const char* mode, const Error* e, std::vector<ErrorCode> allowed,
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT | "
-                         "bad-secret R | no-secret R\n");
+                         "bad-secret R | no-secret R | idle-cpu SECONDS\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -128,6 +129,34 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       return judge("skip", &e, {ErrorCode::Timeout}, {"allreduce #", "rank"}, t0);
     }
+  }
+
+  // Issue 18: a rank blocked in a collective on a late peer (SECONDS late)
+  // uses little CPU: the wait spins briefly, then yields, then sleeps
+  // (Note [backoff when idle]). Rank 0 reports its process's CPU time over
+  // the wait; more than a quarter of one core fails.
+  if (mode == "idle-cpu") {
+    const double late = argc > 2 ? std::atof(argv[2]) : 3.0;
+    comm->barrier().wait();
+    float x = 1.0f;
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(late));
+      comm->allreduce(&x, &x, 1, DataType::Float32, ReduceOp::Sum).wait();
+      return 0;
+    }
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    const auto t0 = Clock::now();
+    comm->allreduce(&x, &x, 1, DataType::Float32, ReduceOp::Sum).wait();
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    getrusage(RUSAGE_SELF, &after);
+    auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+    const double cpu = secs(after.ru_utime) - secs(before.ru_utime) + secs(after.ru_stime) -
+                       secs(before.ru_stime);
+    const bool ok = x == float(comm->size()) && wall >= late * 0.9 && cpu < 0.25 * wall;
+    std::fprintf(stderr, "[rank 0] idle-cpu: %s: blocked %.2f s in allreduce, %.3f s of CPU (%.1f %%)\n",
+                 ok ? "ok" : "FAIL", wall, cpu, 100.0 * cpu / wall);
+    return ok ? 0 : 1;
   }
 
   if (mode == "peer-dies") {
