@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 
 #include "base/logging.h"
@@ -39,7 +40,7 @@ std::optional<int> region_pid(std::string_view name) {
   return pid;
 }
 
-Reclaimed reclaim_dead_regions(const std::string& dir) {
+Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::seconds min_age) {
   Reclaimed out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
@@ -57,7 +58,8 @@ Reclaimed reclaim_dead_regions(const std::string& dir) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat st {};
-    const bool mine = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me;
+    const bool mine = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me &&
+                      ::time(nullptr) - st.st_ctime >= min_age.count();
     // A live holder (in another pid namespace) keeps its shared lock.
     if (mine && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(path.c_str()) == 0) {
       out.names.push_back(name);

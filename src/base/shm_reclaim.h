@@ -10,6 +10,8 @@
 // a sweep: a region is reclaimed (unlinked) when
 //   * its name has our form and it is owned by this user,
 //   * its pid does not exist in our pid namespace (kill(pid, 0) = ESRCH),
+//   * it is at least kMinAge old (a region is unlocked between its
+//     creation and its owner's flock, a few microseconds),
 //   * and nobody holds a lock on it: a live owner holds a shared flock on
 //     each of its regions for as long as it uses them (hold_region). The
 //     lock is what makes the sweep safe where the pid test alone is not:
@@ -20,6 +22,7 @@
 // mapped keeps its memory. GRADWIRE_SHM_RECLAIM=0 turns the sweep off.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,8 +39,10 @@ struct Reclaimed {
   std::vector<std::string> names;  // unlinked
   uint64_t bytes = 0;              // memory they held
 };
+constexpr std::chrono::seconds kMinAge{2};
 // One sweep of `dir` (see the Note). Never throws.
-Reclaimed reclaim_dead_regions(const std::string& dir = "/dev/shm");
+Reclaimed reclaim_dead_regions(const std::string& dir = "/dev/shm",
+                               std::chrono::seconds min_age = kMinAge);
 
 // The sweep, once per process, logged when it finds anything; a no-op
 // with GRADWIRE_SHM_RECLAIM=0. Never throws.

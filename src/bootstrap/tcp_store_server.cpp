@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -70,6 +71,10 @@ struct Client {
   UniqueFd fd;
   std::string peer;
   std::string source;  // the peer's address without its port
+  // Note [store connection caps]: when accepted, and whether it ever sent
+  // a byte (a silent connection may be evicted).
+  Clock::time_point accepted_at{};
+  bool spoke = false;
   // Until the handshake is over: its state, and when the client is dropped
   // if it has not finished it (a client that connects and says nothing
   // must not hold a descriptor forever).
@@ -109,24 +114,27 @@ std::string source_name(const sockaddr_storage& ss) {
 // costs a descriptor and proves nothing. Without a cap, 1,100 idle
 // connections filled rank 0's descriptor table (ulimit -n 1024) until the
 // handshake timeout dropped them, and a real rank waited 6.9 s in the
-// listen backlog (issue 17). So the server holds at most
-//   * kPendingPerSource handshakes per source address: a new connection
-//     from a source at its cap evicts that source's oldest handshake, so a
-//     flood from one address only ever displaces itself;
-//   * max_pending() handshakes in all, a quarter of the descriptor limit
-//     (at most kMaxPending): at that cap a new connection evicts the oldest
-//     handshake of the source holding the most, so a many-address flood
-//     still leaves three quarters of the table to the ranks.
-// The server keeps accepting (draining the backlog, where a real rank may
-// wait behind the flood) instead of pausing. A real rank's handshake is one
-// round trip, and the per-source cap (64) is above what one host's ranks
-// open at once (a few store connections per rank), so in practice only
-// idle connections are evicted. Evictions and accept failures are logged
-// like refusals: at most 10 lines per 10 s. Clients past the handshake are
-// not capped: with a job secret they proved it; without one the store
-// trusts its network anyway (Note [store handshake]).
+// listen backlog (issue 17). So:
+//   * the server holds at most max_pending() connections in the handshake,
+//     a quarter of the descriptor limit (64..kMaxPending), leaving three
+//     quarters of the table to the ranks; at that cap it evicts one, or,
+//     if none may be evicted, stops accepting for 10 ms (the rest wait in
+//     the listen backlog, which costs no descriptor);
+//   * only a silent connection may be evicted: one that has sent nothing
+//     (nothing read, nothing waiting) for kQuietGrace. A real rank sends
+//     its hello right after connecting, so a start-up burst of real ranks,
+//     however large, is only ever made to wait, never dropped (dropping
+//     one fails its start-up);
+//   * a new connection from a source address with kPendingPerSource in the
+//     handshake evicts that source's oldest silent one first, so a flood
+//     from one address displaces itself before anybody else.
+// Evictions and accept failures are logged like refusals: at most 10 lines
+// per 10 s. Clients past the handshake are not capped: with a job secret
+// they proved it; without one the store trusts its network anyway (Note
+// [store handshake]).
 constexpr size_t kPendingPerSource = 64;
 constexpr size_t kMaxPending = 512;
+constexpr std::chrono::milliseconds kQuietGrace{50};
 
 size_t max_pending() {
   rlimit l{};
@@ -141,6 +149,11 @@ class Loop {
 
   void accept_from(int listener) {
     for (;;) {
+      // Note [store connection caps]: the limit may change at run time.
+      if (pending_total_ >= max_pending() && !evict_silent(nullptr)) {
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(10);
+        return;
+      }
       sockaddr_storage ss{};
       socklen_t len = sizeof(ss);
       int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&ss), &len,
@@ -163,8 +176,12 @@ class Loop {
       c.source = source_name(ss);
       c.handshake = std::make_unique<ServerHandshake>(secret_);
       c.handshake_until = Clock::now() + kHandshakeTimeout;
+      c.accepted_at = Clock::now();
       log().debug("tcp store {}: client {} connected", where_, c.peer);
-      make_room_for(c.source);
+      if (auto mine = pending_.find(c.source);
+          mine != pending_.end() && mine->second.size() >= kPendingPerSource) {
+        evict_silent(&mine->second);
+      }
       const uint64_t id = next_id_++;
       pending_[c.source].insert(id);
       ++pending_total_;
@@ -184,6 +201,7 @@ class Loop {
       ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
       if (n == 0) return false;
       if (n < 0) return errno == EAGAIN || errno == EINTR;
+      c.spoke = true;
       c.in.append(buf, size_t(n));
       return process(id, c);
     }
@@ -301,26 +319,41 @@ class Loop {
     return flush(c);
   }
 
-  // Evicts handshakes to keep within the caps (Note [store connection
-  // caps]) before a connection from `source` joins them.
-  void make_room_for(const std::string& source) {
-    auto mine = pending_.find(source);
-    if (mine != pending_.end() && mine->second.size() >= kPendingPerSource) {
-      evict(*mine->second.begin(), "it is the oldest of " +
-                                        std::to_string(kPendingPerSource) +
-                                        " connections from its address still in the handshake");
-      return;
+  // Evicts the oldest silent connection in the handshake (Note [store
+  // connection caps]) among `among` (one source's), or among all; false
+  // if there is none.
+  bool evict_silent(const std::set<uint64_t>* among) {
+    const auto now = Clock::now();
+    auto silent = [&](uint64_t id) {
+      auto it = clients_.find(id);
+      if (it == clients_.end()) return false;
+      const Client& c = it->second;
+      int waiting = 0;
+      return c.handshake && !c.spoke && now - c.accepted_at >= kQuietGrace &&
+             ::ioctl(c.fd.get(), FIONREAD, &waiting) == 0 && waiting == 0;
+    };
+    uint64_t oldest = 0;
+    auto consider = [&](const std::set<uint64_t>& ids) {
+      for (uint64_t id : ids) {  // oldest first
+        if (oldest != 0 && id > oldest) return;
+        if (silent(id)) {
+          oldest = id;
+          return;
+        }
+      }
+    };
+    if (among) {
+      consider(*among);
+    } else {
+      for (const auto& [source, ids] : pending_) consider(ids);
     }
-    if (pending_total_ < max_pending()) return;  // the limit may change at run time
-    auto largest = pending_.begin();
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (it->second.size() > largest->second.size()) largest = it;
-    }
-    if (largest != pending_.end()) {
-      evict(*largest->second.begin(),
-            "the store holds " + std::to_string(pending_total_) +
-                " connections still in the handshake, and its address holds the most");
-    }
+    if (oldest == 0) return false;
+    evict(oldest, among ? "it is the oldest silent one of " +
+                              std::to_string(kPendingPerSource) +
+                              " connections from its address still in the handshake"
+                        : "the store holds " + std::to_string(pending_total_) +
+                              " connections in the handshake; it was the oldest silent one");
+    return true;
   }
 
   void evict(uint64_t id, const std::string& why) {

@@ -35,7 +35,7 @@ std::string describe(const Descriptor& d) {
 // no peer still reading this rank's input or writing its output, and the
 // caller may reuse them.
 void wait_until_free(Context& ctx, const shared::Windows& w) {
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
     for (int p = 0; p < ctx.size(); ++p) {
       if (p == ctx.rank()) continue;
@@ -48,7 +48,7 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
 }
 
 void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   Control& me = w.control(ctx.rank());
   me.desc[seq1 % shared::kDepth] = mine;
   me.desc[seq1 % shared::kDepth].seq1 = seq1;
@@ -56,7 +56,7 @@ void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
 }
 
 Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   Control& peer = w.control(p);
   ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
                " to enter this collective");
@@ -71,7 +71,7 @@ Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
 
 const std::vector<Descriptor>& collect(Context& ctx, const shared::Windows& w) {
   const int n = ctx.size(), r = ctx.rank();
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   std::vector<Descriptor>& all = w.seen;  // reused: no allocation per collective
   all.resize(size_t(n));
   for (int p = 0; p < n; ++p) {
@@ -105,7 +105,7 @@ void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
 }
 
 void depart(Context& ctx, const shared::Windows& w) {
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
   for (int p = 0; p < ctx.size(); ++p) {
     if (p == ctx.rank()) continue;
@@ -116,7 +116,7 @@ void depart(Context& ctx, const shared::Windows& w) {
 }
 
 void consumed(Context& ctx, const shared::Windows& w) {
-  w.control(ctx.rank()).consumed.store(uint64_t(ctx.seq()) + 1, std::memory_order_release);
+  w.control(ctx.rank()).consumed.store(w.seq1(ctx.seq()), std::memory_order_release);
 }
 
 }  // namespace gradwire::collectives

@@ -87,7 +87,7 @@ bool small_path_takes(const CollectiveCall& call, int size) {
 void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& call,
                SmallState& state) {
   const int n = ctx.size(), r = ctx.rank();
-  const uint64_t seq1 = uint64_t(ctx.seq()) + 1;
+  const uint64_t seq1 = w.seq1(ctx.seq());
   const size_t es = element_size(call.dtype);
   ctx.set_algorithm("shared slots");
 

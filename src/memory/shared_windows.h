@@ -101,12 +101,32 @@ class Windows {
   std::byte* slot(int r, uint64_t seq1) const {
     return controls_[r].data() + kSlotOffset + (seq1 % kDepth) * kSlotBytes;
   }
+  // The 64-bit count + 1 of collective `seq` for the flags (`arrived`,
+  // `consumed` and a descriptor's seq1 only grow): the communicator's 32-bit
+  // sequence number wraps after 2^32 collectives, about two hours of small
+  // ones. Every rank handshakes the same collectives, so every rank counts
+  // the same wraps. Same thread as last_handshake; idempotent per seq.
+  uint64_t seq1(uint32_t seq) const {
+    if (!seq_seen_ || seq != seq32_) {
+      if (seq_seen_ && seq < seq32_) ++wraps_;
+      seq32_ = seq;
+      seq_seen_ = true;
+    }
+    return (wraps_ << 32) + uint64_t(seq) + 1;
+  }
   // Note [slot reuse]: seq + 1 of the last handshake of each index. Only
   // the thread running this communicator's collective touches it (the
   // engine's, or a caller's that claimed the engine).
   mutable uint64_t last_handshake[kDepth] = {};
   // The descriptors of the current handshake, by rank (same thread).
   mutable std::vector<Descriptor> seen;
+
+ private:
+  mutable uint32_t seq32_ = 0;
+  mutable uint64_t wraps_ = 0;
+  mutable bool seq_seen_ = false;
+
+ public:
 
   // The window holding [p, p + bytes) among this rank's own, if any.
   std::optional<Location> find(const void* p, size_t bytes) const;

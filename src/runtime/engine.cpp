@@ -104,7 +104,7 @@ void Engine::release_inline() {
     std::lock_guard<std::mutex> lk(mu_);
     inline_ = false;
     current_.reset();
-    queued = !queue_.empty();
+    queued = !queue_.empty() || stopping_;  // shutdown() may wait for the loop to exit
   }
   // Only then: waking the idle loop for nothing is a futex round trip, as
   // much as the collective itself costs.

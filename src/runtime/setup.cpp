@@ -92,13 +92,14 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvo
 
   // Exchange what every rank must agree on before opening the fabric.
   const std::string host = host_name(options);
-  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}", version(), host,
-                                        options.provider, options.iface);
+  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", version(), host,
+                                        options.provider, options.iface,
+                                        options.shm_collectives ? "auto" : "off");
   auto hellos = boot->allgather(hello, Deadline::after(options.timeout));
-  std::vector<std::string> versions, hosts, providers, ifaces;
+  std::vector<std::string> versions, hosts, providers, ifaces, shm_collectives;
   for (const auto& h : hellos) {
     auto f = split_fields(h, '\x1f');
-    if (f.size() != 4) {
+    if (f.size() != 5) {
       raise(ErrorCode::Protocol, "rank {}: malformed start-up message from a peer ({} fields); "
             "is every rank running the same gradwire?", rank, f.size());
     }
@@ -106,10 +107,15 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvo
     hosts.push_back(f[1]);
     providers.push_back(f[2]);
     ifaces.push_back(f[3]);
+    shm_collectives.push_back(f[4]);
   }
   require_same(versions, "the gradwire version", rank);
   require_same(providers, "the provider (Options::provider / GRADWIRE_OFI_PROVIDER)", rank);
   require_same(ifaces, "the interface (Options::iface / GRADWIRE_OFI_IFACE)", rank);
+  // Ranks that disagree would take different paths for the same collective.
+  require_same(shm_collectives,
+               "the small-collective path (Options::shm_collectives / GRADWIRE_SHM_COLLECTIVES)",
+               rank);
   const FabricChoice fabric = choose_fabric(options.provider, options.iface, hosts);
 
   auto transport = open_transport(fabric, options, rank);

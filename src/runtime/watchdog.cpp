@@ -338,6 +338,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
     sh->store_gone = kStoreGone;
   };
   for (;;) {
+    bool report_store_lost = false;  // decided under the locks, reported after them
     int64_t progress = -1;
     uint64_t ask = 0;
     std::string ask_label;
@@ -378,9 +379,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
           !job::failed_flag().load(std::memory_order_acquire)) {
         if (auto cur = comm->engine().running()) {
           std::lock_guard<std::mutex> state_lk(cur->mu);
-          if (cur->phase == detail::WorkState::Phase::Running && !cur->finishing) {
-            job::store_host_lost(rank, store_lost, options);
-          }
+          report_store_lost = cur->phase == detail::WorkState::Phase::Running && !cur->finishing;
         }
       }
       progress = comm->last_started.load(std::memory_order_relaxed);
@@ -397,6 +396,8 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         }
       }
     }
+    // Outside sh->mu: it dumps the flight recorder (file I/O) and may abort.
+    if (report_store_lost) job::store_host_lost(rank, store_lost, options);
     if (ask) {
       std::string answer;
       bool alive = true;

@@ -21,7 +21,9 @@ echo "shm_reclaim: the SIGKILLed rank (pid $victim) left $left region(s) in /dev
 if [[ $left -eq 0 ]]; then
   echo "shm_reclaim: nothing was left behind, so this run shows nothing"; exit 1
 fi
-# Any gradwire process that opens the shm provider sweeps once at start.
+# Any gradwire process that opens the shm provider sweeps once at start; it
+# leaves regions younger than 2 s alone (Note [reclaiming dead regions]).
+sleep 2.5
 GRADWIRE_LOG_LEVEL=info timeout 60 "$mpirun" --allow-run-as-root -np 1 -x GRADWIRE_OFI_PROVIDER \
   -x GRADWIRE_LOG_LEVEL "$perf" -b 1K -e 1K -n 1 -w 0 2>&1 | grep -i "reclaimed" || true
 left=$(ls /dev/shm | grep -c "^gw_${victim}_")

@@ -57,6 +57,14 @@ class ShmReclaimDir : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(ShmReclaimDir, AFreshRegionIsLeftAlone) {
+  // Between its creation and its owner's flock a region is unlocked: a
+  // sweep must not take a region that young for a dead one's.
+  const std::string young = make("gw_" + std::to_string(dead_pid()) + "_00ff00ff00ff00ff_0");
+  EXPECT_TRUE(reclaim_dead_regions(dir_).names.empty());
+  EXPECT_TRUE(exists(young));
+}
+
 TEST_F(ShmReclaimDir, OnlyDeadUnlockedRegionsGo) {
   const pid_t dead = dead_pid();
   const std::string gone = make("gw_" + std::to_string(dead) + "_00ff00ff00ff00ff_0");
@@ -68,7 +76,7 @@ TEST_F(ShmReclaimDir, OnlyDeadUnlockedRegionsGo) {
   // this process holds it for a name whose pid is dead here).
   const int hold = hold_region(dir_ + "/" + locked);
   ASSERT_GE(hold, 0);
-  Reclaimed r = reclaim_dead_regions(dir_);
+  Reclaimed r = reclaim_dead_regions(dir_, std::chrono::seconds(0));
   EXPECT_EQ(r.names, std::vector<std::string>{gone});
   EXPECT_GE(r.bytes, 8192u);
   EXPECT_FALSE(exists(gone));
@@ -78,7 +86,7 @@ TEST_F(ShmReclaimDir, OnlyDeadUnlockedRegionsGo) {
   EXPECT_TRUE(exists(other));
   // Once the holder lets go, the region is a dead one's.
   ::close(hold);
-  r = reclaim_dead_regions(dir_);
+  r = reclaim_dead_regions(dir_, std::chrono::seconds(0));
   EXPECT_EQ(r.names, std::vector<std::string>{locked});
   EXPECT_TRUE(exists(mine));
 }
@@ -107,7 +115,7 @@ TEST(ShmReclaim, ASigkilledProcessSegmentIsReclaimed) {
   ASSERT_FALSE(name.empty());
   const std::string path = "/dev/shm" + name;
   ASSERT_TRUE(fs::exists(path)) << path;
-  const Reclaimed r = reclaim_dead_regions();
+  const Reclaimed r = reclaim_dead_regions("/dev/shm", std::chrono::seconds(0));
   EXPECT_NE(std::find(r.names.begin(), r.names.end(), name.substr(1)), r.names.end()) << name;
   EXPECT_FALSE(fs::exists(path)) << path;
 }

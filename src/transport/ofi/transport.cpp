@@ -459,7 +459,13 @@ class OfiTransport final : public Transport {
     check(fi_enable(ep_.get()), "fi_enable");
     // The region exists now: hold its lock while this process lives, so
     // that another process's sweep never takes it for a dead one's.
-    if (shm) region_lock_.reset(shm::hold_region("/dev/shm/" + shm_name_));
+    if (shm) {
+      region_lock_.reset(shm::hold_region("/dev/shm/" + shm_name_));
+      if (!region_lock_) {
+        log().debug("rank {}: could not lock shm region {} (Note [reclaiming dead regions])",
+                    config_.rank, shm_name_);
+      }
+    }
 
     std::string name(64, '\0');
     size_t len = name.size();
