@@ -13,7 +13,7 @@ std::string CallText::format() const {
   const std::string_view op = label.empty() ? call.name() : std::string_view(label);
   const std::string d = label.empty() ? call.describe() : detail;
   return fmt::format("rank {}{}: {} #{}{}", rank,
-                     comm.empty() || comm == "world" ? "" : fmt::format(" of {}", comm), op, seq,
+                     comm.empty() ? "" : fmt::format(" of {}", comm), op, seq,
                      d.empty() ? "" : fmt::format(" ({})", d));
 }
 

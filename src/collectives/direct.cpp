@@ -65,17 +65,14 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
   const CollectiveCall& call = direct.call;
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = element_size(call.dtype);
-  Descriptor mine;
-  mine.kind = uint8_t(call.op);
-  mine.dtype = uint8_t(call.dtype);
-  mine.op = uint8_t(call.redop);
-  mine.count = call.count;
+  Descriptor mine = descriptor_of(call);
   mine.send_window = direct.send_at.window;
   mine.send_offset = direct.send_at.offset;
   mine.recv_window = direct.recv_at.window;
   mine.recv_offset = direct.recv_at.offset;
   wait_until_free(ctx, w);
-  const std::vector<Descriptor> all = handshake(ctx, w, mine);  // a copy: reused buffer
+  // The windows' own vector: no other handshake runs before this one ends.
+  const std::vector<Descriptor>& all = handshake(ctx, w, mine);
   check_same_call(ctx, all);
   consumed(ctx, w);  // the descriptors are read; departed guards the buffers
 

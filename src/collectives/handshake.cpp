@@ -17,6 +17,16 @@ CollectiveCall call_of(const Descriptor& d) {
 
 }  // namespace
 
+Descriptor descriptor_of(const CollectiveCall& call) {
+  Descriptor d;
+  d.kind = uint8_t(call.op);
+  d.dtype = uint8_t(call.dtype);
+  d.op = uint8_t(call.redop);
+  d.count = call.count;
+  d.root = call.op == CollectiveOp::Broadcast ? call.root : -1;
+  return d;
+}
+
 std::string describe(const Descriptor& d) {
   const CollectiveCall c = call_of(d);
   return fmt::format("{} of {}", c.name(), c.describe());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/collective_call.h"
 #include "collectives/context.h"
 #include "memory/shared_windows.h"
 
@@ -39,5 +40,7 @@ void consumed(Context& ctx, const shared::Windows& w);
 void depart(Context& ctx, const shared::Windows& w);
 
 std::string describe(const shared::Descriptor& d);
+// What a rank publishes about `call` (no buffers, not staged).
+shared::Descriptor descriptor_of(const CollectiveCall& call);
 
 }  // namespace gradwire::collectives

@@ -91,12 +91,7 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
   const size_t es = element_size(call.dtype);
   ctx.set_algorithm("shared slots");
 
-  shared::Descriptor mine;
-  mine.kind = uint8_t(call.op);
-  mine.dtype = uint8_t(call.dtype);
-  mine.op = uint8_t(call.redop);
-  mine.count = call.count;
-  mine.root = call.op == CollectiveOp::Broadcast ? call.root : -1;
+  shared::Descriptor mine = descriptor_of(call);
   mine.staged = 1;
   // A WouldBlock from a wait leaves `state` as it was: the engine thread
   // calls again and goes on from there (Note [inline small collectives]).

@@ -57,9 +57,6 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (name == "world") trace::flush();
 }
 
-#ifndef GW_INLINE_SPIN_US
-#define GW_INLINE_SPIN_US 200
-#endif
 namespace {
 // Note [inline small collectives] in runtime/engine.h: set while a caller's
 // thread runs a collective; a wait there gives up after kInlineSpin and
@@ -69,7 +66,7 @@ namespace {
 // shorter budget made both ranks hand off on every call in turn (7-11 us a
 // collective instead of 1-2).
 thread_local bool t_on_caller = false;
-constexpr std::chrono::microseconds kInlineSpin{GW_INLINE_SPIN_US};
+constexpr std::chrono::microseconds kInlineSpin{200};
 }  // namespace
 
 Work CommunicatorImpl::submit(const CollectiveCall& info,
@@ -387,8 +384,7 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
   // this thread when the engine is idle. Decided from the call alone, so
   // alike on every rank (buffers from allocate_shared too: at these sizes
   // the copy costs less than the direct path's second flag round).
-  if (options.shm_collectives && call.op != CollectiveOp::Other &&
-      collectives::small_path_takes(call, size)) {
+  if (options.shm_collectives && collectives::small_path_takes(call, size)) {
     if (auto windows = direct_windows()) {
       return submit(call, [windows, call, state = collectives::SmallState{}](
                               collectives::Context& ctx) mutable {
