@@ -45,12 +45,23 @@ std::unique_ptr<Store> store(uint16_t port, bool server, std::chrono::millisecon
 }
 
 // A TCP connection to 127.0.0.1:port from `source` (any 127/8 address is
-// loopback on Linux, so one host can play several peers). -1 on failure.
-int connect_from(const char* source, uint16_t port) {
+// loopback on Linux, so one host can play several peers), from local port
+// `local_port`. -1 on failure.
+//
+// Why an explicit local port: an ephemeral one would come from the range
+// gwtest::free_port() draws from, and 600 of them held by a flood made a
+// concurrent test's listener fail with EADDRINUSE (ctest -j). Ports from
+// kFloodPorts lie below that range; SO_REUSEADDR lets a run reuse them
+// while the last run's sockets sit in TIME_WAIT.
+constexpr uint16_t kFloodPorts = 21000;
+int connect_from(const char* source, uint16_t port, uint16_t local_port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in s{};
   s.sin_family = AF_INET;
+  s.sin_port = htons(local_port);
   ::inet_pton(AF_INET, source, &s.sin_addr);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -87,7 +98,9 @@ class Flood {
       unlimited.rlim_cur = unlimited.rlim_max;
       ::setrlimit(RLIMIT_NOFILE, &unlimited);
       int opened = 0;
-      for (int i = 0; i < count; ++i) opened += connect_from(source, port) >= 0;
+      for (int i = 0; i < count; ++i) {
+        opened += connect_from(source, port, uint16_t(kFloodPorts + i)) >= 0;
+      }
       char c = opened == count ? 1 : 0;
       ssize_t ignored = ::write(ready[1], &c, 1);
       (void)ignored;
@@ -212,7 +225,7 @@ TEST(StoreFlood, AFloodFromOneAddressDoesNotEvictAnother) {
   auto server = store(port, true, 2s);
   // A rank on another address starts its handshake, then stalls (slow
   // network) while 600 connections from one address arrive.
-  const int slow = connect_from("127.0.0.3", port);
+  const int slow = connect_from("127.0.0.3", port, kFloodPorts - 1);
   ASSERT_GE(slow, 0);
   ClientHello h;
   h.has_secret = true;
