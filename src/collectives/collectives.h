@@ -34,9 +34,15 @@ struct DirectCall {
 bool direct_path_takes(CollectiveOp op);
 // Handshakes with the other ranks (Note [the direct handshake]) and runs
 // the collective straight between their buffers if every rank's buffers
-// allow it; returns false (having touched no buffer) if not, and the caller
-// runs the transport algorithm. Mismatch if ranks disagree on the call.
+// allow it, else through the staging areas (Note [the copy path]) if
+// options().shm_collectives; returns false (having touched no buffer) if
+// neither, and the caller runs the transport algorithm. Mismatch if ranks
+// disagree on the call.
 bool run_direct(Context& ctx, const shared::Windows& windows, const DirectCall& call);
+
+// Note [the copy path] (copy_path.cpp): after the direct handshake found
+// a rank's buffers outside the shared windows.
+void run_copy(Context& ctx, const shared::Windows& windows, const CollectiveCall& call);
 
 // Note [small collectives] (small.cpp): a collective small enough for the
 // slots of the control segments, on a communicator whose windows are

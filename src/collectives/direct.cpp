@@ -22,6 +22,7 @@
 #include "collectives/handshake.h"
 #include "collectives/plan.h"
 #include "base/errors.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {
@@ -79,12 +80,22 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
   // Direct only if every rank's buffers lie in the same window, so every
   // rank maps them all (a window is released rank by rank).
   const bool needs_recv = call.op == CollectiveOp::Allreduce;
+  bool all_shared = true;
   for (const auto& d : all) {
-    if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) return false;
+    if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) {
+      all_shared = false;
+    }
     if (needs_recv &&
         (d.recv_window == Descriptor::kNoWindow || d.recv_window != all[0].recv_window)) {
-      return false;
+      all_shared = false;
     }
+  }
+  if (!all_shared) {
+    // Every rank saw the same descriptors and options (GRADWIRE_SHM_
+    // COLLECTIVES must agree at start-up), so every rank decides alike.
+    if (!ctx.options().shm_collectives) return false;
+    run_copy(ctx, w, call);
+    return true;
   }
   ctx.set_algorithm("direct");
 
@@ -112,19 +123,19 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
     case CollectiveOp::Allreduce:
       reduce_block(ctx, in, first, len, call.dtype, call.redop,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
-                     for (int p = 0; p < n; ++p) std::memcpy(out[p] + (first + x) * es, tmp, bytes);
+                     for (int p = 0; p < n; ++p) kernels::copy(out[p] + (first + x) * es, tmp, bytes);
                    });
       break;
     case CollectiveOp::ReduceScatter:
       reduce_block(ctx, in, first, len, call.dtype, call.redop,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
-                     std::memcpy(recv + x * es, tmp, bytes);
+                     kernels::copy(recv + x * es, tmp, bytes);
                    });
       break;
     case CollectiveOp::Allgather:
       for (int p = 0; p < n; ++p) {
         std::byte* dst = recv + blocks.offset[p] * es;
-        if (dst != in[p] && blocks.count[p] > 0) std::memcpy(dst, in[p], blocks.count[p] * es);
+        if (dst != in[p] && blocks.count[p] > 0) kernels::copy(dst, in[p], blocks.count[p] * es);
       }
       break;
     default:

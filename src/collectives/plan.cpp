@@ -73,4 +73,14 @@ Range segment_range(size_t block_count, const Segmentation& seg, size_t k) {
   return r;
 }
 
+CopyPlan copy_plan(size_t count, int world, size_t elem_size, size_t stage_bytes, size_t parts) {
+  CopyPlan plan;
+  plan.blocks = shard_blocks(count, world);
+  size_t per_part = stage_bytes / std::max<size_t>(1, parts);
+  if (per_part >= 64) per_part = per_part / 64 * 64;  // pieces start on cache lines
+  plan.chunk = std::max<size_t>(1, per_part / std::max<size_t>(1, elem_size));
+  plan.rounds = (plan.blocks.max_count + plan.chunk - 1) / plan.chunk;
+  return plan;
+}
+
 }  // namespace gradwire::collectives

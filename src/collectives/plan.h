@@ -58,4 +58,14 @@ struct Range {
 };
 Range segment_range(size_t block_count, const Segmentation& seg, size_t k);
 
+// Note [the copy path] (copy_path.cpp): the blocks of a collective walked
+// in `rounds` rounds of `chunk` elements per block, `parts` pieces of a
+// round fitting a staging half of `stage_bytes`.
+struct CopyPlan {
+  Blocks blocks;
+  size_t chunk = 1;   // elements of one block per round
+  size_t rounds = 0;  // ceil(blocks.max_count / chunk)
+};
+CopyPlan copy_plan(size_t count, int world, size_t elem_size, size_t stage_bytes, size_t parts);
+
 }  // namespace gradwire::collectives

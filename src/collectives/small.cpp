@@ -38,6 +38,7 @@
 #include "collectives/collectives.h"
 #include "collectives/handshake.h"
 #include "collectives/plan.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {
@@ -66,13 +67,13 @@ void stage(std::byte* slot, const CollectiveCall& call, int r, int n) {
   switch (call.op) {
     case CollectiveOp::Allreduce:
     case CollectiveOp::ReduceScatter:
-      if (call.count) std::memcpy(slot, send, call.count * es);
+      if (call.count) kernels::copy(slot, send, call.count * es);
       break;
     case CollectiveOp::Allgather:
-      if (const size_t c = shard_count(call.count, n, r)) std::memcpy(slot, send, c * es);
+      if (const size_t c = shard_count(call.count, n, r)) kernels::copy(slot, send, c * es);
       break;
     case CollectiveOp::Broadcast:
-      if (r == call.root && call.count) std::memcpy(slot, send, call.count * es);
+      if (r == call.root && call.count) kernels::copy(slot, send, call.count * es);
       break;
     default: break;
   }
@@ -131,13 +132,13 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
         std::byte* dst = recv + shard_offset(call.count, n, p) * es;
         const std::byte* src = p == r ? static_cast<const std::byte*>(call.send) : w.slot(p, seq1);
         const size_t c = shard_count(call.count, n, p);
-        if (dst != src && c) std::memcpy(dst, src, c * es);
+        if (dst != src && c) kernels::copy(dst, src, c * es);
       }
       break;
     case CollectiveOp::Broadcast: {
       const std::byte* src =
           r == call.root ? static_cast<const std::byte*>(call.send) : w.slot(call.root, seq1);
-      if (recv != src && call.count) std::memcpy(recv, src, call.count * es);
+      if (recv != src && call.count) kernels::copy(recv, src, call.count * es);
       break;
     }
     case CollectiveOp::Barrier:

@@ -68,6 +68,10 @@ struct Control {
   // small collective, slots) this rank has finished reading (Note [slot
   // reuse] in collectives/small.cpp).
   alignas(64) std::atomic<uint64_t> consumed{0};
+  // Note [the copy path] in collectives/copy_path.cpp: 2g + 1 once this
+  // rank's inputs of copy round g are in its staging area, 2g + 2 once its
+  // results of round g are.
+  alignas(64) std::atomic<uint64_t> progress{0};
   alignas(64) Descriptor desc[kDepth];            // indexed by seq % kDepth
 };
 
@@ -76,7 +80,13 @@ struct Control {
 // collectives, after its Control.
 constexpr size_t kSlotBytes = size_t(64) << 10;
 constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
-constexpr size_t kControlBytes = kSlotOffset + kDepth * kSlotBytes;
+// Note [the copy path] in collectives/copy_path.cpp: then two staging
+// halves (copy rounds alternate between them), page-aligned. /dev/shm
+// gives a page memory when it is first touched, so a communicator that
+// never runs a large collective with ordinary buffers costs none of it.
+constexpr size_t kStageOffset = (kSlotOffset + kDepth * kSlotBytes + 4095) / 4096 * 4096;
+constexpr size_t kStageBytes = size_t(1) << 20;
+constexpr size_t kControlBytes = kStageOffset + 2 * kStageBytes;
 
 // Where a buffer lies in this rank's windows.
 struct Location {
@@ -101,6 +111,13 @@ class Windows {
   std::byte* slot(int r, uint64_t seq1) const {
     return controls_[r].data() + kSlotOffset + (seq1 % kDepth) * kSlotBytes;
   }
+  // Rank r's staging half for copy round `round` (Note [the copy path]).
+  std::byte* stage(int r, uint64_t round) const {
+    return controls_[r].data() + kStageOffset + (round % 2) * kStageBytes;
+  }
+  // Note [the copy path]: copy rounds run so far on this communicator;
+  // every rank runs the same ones. Same thread as last_handshake.
+  mutable uint64_t copy_rounds = 0;
   // The 64-bit count + 1 of collective `seq` for the flags (`arrived`,
   // `consumed` and a descriptor's seq1 only grow): the communicator's 32-bit
   // sequence number wraps after 2^32 collectives, about two hours of small

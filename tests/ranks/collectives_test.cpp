@@ -6,6 +6,8 @@
 // mpirun -np N or gwlaunch -n N (see tests/ranks/CMakeLists.txt).
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "harness.h"
@@ -173,6 +175,116 @@ TEST(Collectives, LargeAllreduceFloat32) {
   w.allreduce(input.data(), out.data(), count, DataType::Float32, ReduceOp::Sum).wait();
   EXPECT_TRUE(matches(DataType::Float32, out.data(), ref, 0, count));
   EXPECT_TRUE(identical_on_all_ranks(w, out.data(), out.size()));
+}
+
+// Note [the copy path] in src/collectives/copy_path.cpp: ordinary buffers
+// of several MiB cross many copy rounds (the staging half is 1 MiB per
+// rank), at every dtype, with a count not divisible by the world size, in
+// place and out of place. On a tcp launch (GRADWIRE_SHM_COLLECTIVES=off)
+// the same cases go through the transport.
+class CopyRounds : public ::testing::TestWithParam<DataType> {};
+
+TEST_P(CopyRounds, AllreduceReduceScatterAllgather) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  const size_t count = (size_t(5) << 20) / es + 3;  // 5 MiB and a bit
+  const size_t off = gradwire::shard_offset(count, w.size(), w.rank());
+  const size_t n = gradwire::shard_count(count, w.size(), w.rank());
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << gradwire::to_string(op) << (in_place ? " in place" : ""));
+      const uint64_t seed = seed_of(dt, op, count, 11);
+      auto input = make_input(dt, op, count, w.rank(), seed);
+      const auto ref = reduce_reference(dt, op, count, w.size(), seed);
+      std::vector<std::byte> out(count * es, std::byte{0x5a});
+      if (in_place) {
+        out = input;
+        w.allreduce(out.data(), out.data(), count, dt, op).wait();
+      } else {
+        w.allreduce(input.data(), out.data(), count, dt, op).wait();
+      }
+      EXPECT_TRUE(matches(dt, out.data(), ref, 0, count)) << "allreduce";
+      EXPECT_TRUE(identical_on_all_ranks(w, out.data(), out.size()));
+      std::vector<std::byte> shard(n * es, std::byte{0x5a});
+      if (in_place) {
+        w.reduce_scatter(input.data(), input.data() + off * es, count, dt, op).wait();
+        EXPECT_TRUE(matches(dt, input.data() + off * es, ref, off, n)) << "reduce_scatter";
+      } else {
+        const auto before = input;
+        w.reduce_scatter(input.data(), shard.data(), count, dt, op).wait();
+        EXPECT_EQ(before, input) << "out-of-place reduce_scatter modified its send buffer";
+        EXPECT_TRUE(matches(dt, shard.data(), ref, off, n)) << "reduce_scatter";
+      }
+    }
+  }
+  const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 12);
+  const std::vector<std::byte> expect = expected_allgather(dt, count, w.size(), seed);
+  for (bool in_place : {false, true}) {
+    std::vector<std::byte> out(count * es, std::byte{0x5a});
+    if (in_place) {
+      std::memcpy(out.data() + off * es, expect.data() + off * es, n * es);
+      w.allgather(out.data() + off * es, out.data(), count, dt).wait();
+    } else {
+      std::vector<std::byte> mine(expect.begin() + off * es, expect.begin() + (off + n) * es);
+      w.allgather(mine.data(), out.data(), count, dt).wait();
+    }
+    EXPECT_TRUE(out == expect) << "allgather" << (in_place ? " in place" : "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CopyRounds, ::testing::ValuesIn(gradwire::kAllDataTypes),
+                         [](const auto& info) { return std::string(gradwire::to_string(info.param)); });
+
+// Note [the copy path]: staging halves alternate across collectives, so
+// collectives with odd and even round counts, small ones (their own slots)
+// and a transport broadcast in between, queued several at a time, with a
+// rank that is late at random: every result exact on every iteration.
+TEST(Collectives, CopyRoundsAcrossCollectives) {
+  auto& w = world();
+  const int n = w.size();
+  std::mt19937 rng(1234u + unsigned(w.rank()));
+  const size_t big = (size_t(3) << 20) / 8 + 5;     // int64: ~3 MiB, several rounds
+  const size_t mid = (size_t(300) << 10) / 4 + 1;   // int32: one round
+  std::vector<int64_t> a(big), a_out(big);
+  std::vector<int32_t> b(mid), rs_out(gradwire::shard_count(mid, n, w.rank()));
+  std::vector<int32_t> ag_out(mid);
+  std::vector<float> bc(size_t(1) << 17);
+  std::vector<int64_t> tiny(3), tiny_out(3);
+  const size_t b_off = gradwire::shard_offset(mid, n, w.rank());
+  for (int it = 0; it < 30; ++it) {
+    for (size_t i = 0; i < big; ++i) a[i] = int64_t(i % 1000) * (w.rank() + 1) + it;
+    for (size_t i = 0; i < mid; ++i) b[i] = int32_t(i % 777) + w.rank() * 3 + it;
+    std::fill(tiny.begin(), tiny.end(), int64_t(w.rank() + it));
+    const int root = it % n;
+    if (w.rank() == root) std::fill(bc.begin(), bc.end(), float(it));
+    if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+    std::vector<gradwire::Work> works;
+    works.push_back(w.allreduce(a.data(), a_out.data(), big, DataType::Int64, ReduceOp::Sum));
+    works.push_back(w.allreduce(tiny.data(), tiny_out.data(), 3, DataType::Int64, ReduceOp::Sum));
+    works.push_back(
+        w.reduce_scatter(b.data(), rs_out.data(), mid, DataType::Int32, ReduceOp::Sum));
+    works.push_back(w.broadcast(bc.data(), bc.data(), bc.size(), DataType::Float32, root));
+    works.push_back(w.allgather(b.data() + b_off, ag_out.data(), mid, DataType::Int32));
+    for (auto& x : works) x.wait();
+    const int64_t ranks_sum = int64_t(n) * (n + 1) / 2;
+    for (size_t i = 0; i < big; ++i) {
+      ASSERT_EQ(a_out[i], int64_t(i % 1000) * ranks_sum + int64_t(n) * it) << it << " at " << i;
+    }
+    ASSERT_EQ(tiny_out[0], int64_t(n) * (n - 1) / 2 + int64_t(n) * it);
+    for (size_t i = 0; i < rs_out.size(); ++i) {
+      const size_t at = b_off + i;
+      ASSERT_EQ(rs_out[i], int32_t(at % 777) * n + 3 * n * (n - 1) / 2 + n * it) << it;
+    }
+    for (int p = 0; p < n; ++p) {
+      const size_t o = gradwire::shard_offset(mid, n, p), c = gradwire::shard_count(mid, n, p);
+      for (size_t i = 0; i < c; ++i) {
+        ASSERT_EQ(ag_out[o + i], int32_t((o + i) % 777) + p * 3 + it) << it << " from " << p;
+      }
+    }
+    ASSERT_EQ(bc.front(), float(it));
+    ASSERT_EQ(bc.back(), float(it));
+  }
 }
 
 TEST(Collectives, BarrierWaitsForTheSlowestRank) {

@@ -138,5 +138,29 @@ TEST(Plan, HierarchyOnlyWhenItHelps) {
   EXPECT_TRUE(plan_hierarchy({}, 0).host_groups.empty());
 }
 
+// Note [the copy path]: a round's pieces fit one staging half, start on
+// cache lines, and the rounds cover every block.
+TEST(Plan, CopyRoundsFitTheStagingHalf) {
+  const size_t half = size_t(1) << 20;
+  for (int world : {2, 3, 4, 7}) {
+    for (size_t es : {size_t(1), size_t(2), size_t(4), size_t(8)}) {
+      for (size_t parts : {size_t(1), size_t(world)}) {
+        for (size_t count : {size_t(0), size_t(1), size_t(17), size_t(1) << 20,
+                             (size_t(5) << 20) / es + 3, size_t(123456789)}) {
+          const CopyPlan p = copy_plan(count, world, es, half, parts);
+          EXPECT_LE(p.chunk * es * parts, half);
+          EXPECT_EQ(p.chunk * es % 64, 0u) << "pieces start on cache lines";
+          EXPECT_GE(p.rounds * p.chunk, p.blocks.max_count) << "every element in some round";
+          if (p.rounds) EXPECT_LT((p.rounds - 1) * p.chunk, p.blocks.max_count) << "no empty round";
+          if (count == 0) EXPECT_EQ(p.rounds, 0u);
+        }
+      }
+    }
+  }
+  // A staging half smaller than one element per part still moves one.
+  EXPECT_EQ(copy_plan(10, 2, 8, 4, 2).chunk, 1u);
+  EXPECT_EQ(copy_plan(10, 2, 8, 4, 2).rounds, 5u);
+}
+
 }  // namespace
 }  // namespace gradwire::collectives
