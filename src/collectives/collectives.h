@@ -32,17 +32,31 @@ struct DirectCall {
   shared::Location send_at, recv_at;  // window kNoWindow: not in a shared buffer
 };
 bool direct_path_takes(CollectiveOp op);
+// Where a direct or copy-path collective is: a WouldBlock (Context::
+// set_spin_budget) may end a call half-way; the next call with the same
+// state goes on from there (Note [inline small collectives]).
+struct DirectState {
+  bool published = false;  // this rank's descriptor is out
+  bool decided = false;    // the handshake is done and `copy` holds
+  bool copy = false;       // Note [the copy path], else the direct path
+  bool moved = false;      // direct path: the data is moved, depart remains
+  uint64_t first_round = 0;  // copy path: Windows::copy_rounds at its start
+  size_t round = 0;          // copy path: the round under way
+  int step = 0;              // copy path: its step (Note [the copy path])
+};
 // Handshakes with the other ranks (Note [the direct handshake]) and runs
 // the collective straight between their buffers if every rank's buffers
 // allow it, else through the staging areas (Note [the copy path]) if
 // options().shm_collectives; returns false (having touched no buffer) if
 // neither, and the caller runs the transport algorithm. Mismatch if ranks
 // disagree on the call.
-bool run_direct(Context& ctx, const shared::Windows& windows, const DirectCall& call);
+bool run_direct(Context& ctx, const shared::Windows& windows, const DirectCall& call,
+                DirectState& state);
 
 // Note [the copy path] (copy_path.cpp): after the direct handshake found
 // a rank's buffers outside the shared windows.
-void run_copy(Context& ctx, const shared::Windows& windows, const CollectiveCall& call);
+void run_copy(Context& ctx, const shared::Windows& windows, const CollectiveCall& call,
+              DirectState& state);
 
 // Note [small collectives] (small.cpp): a collective small enough for the
 // slots of the control segments, on a communicator whose windows are

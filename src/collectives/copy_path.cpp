@@ -77,7 +77,8 @@ void wait_progress(Context& ctx, const shared::Windows& w, uint64_t at_least,
 
 }  // namespace
 
-void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call) {
+void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call,
+              DirectState& state) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = element_size(call.dtype);
   // Allgather stages one piece per rank (its shard's); the reductions one
@@ -95,6 +96,16 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
   auto piece = [&](int q, size_t k) {
     const size_t first = std::min(b.count[q], k * plan.chunk);
     return Range{first, std::min(plan.chunk, b.count[q] - first)};
+  };
+  // Step 1 of the reductions: our input of every block but ours.
+  auto stage_blocks = [&](std::byte* mine, size_t k) {
+    for (int q = 0; q < n; ++q) {
+      const Range p = piece(q, k);
+      if (q != r && p.len) {
+        kernels::copy(mine + size_t(q) * piece_bytes, send + (b.offset[q] + p.first) * es,
+                      p.len * es);
+      }
+    }
   };
   // Step 2: block r's piece folded over every rank's input, rank order.
   auto fold = [&](uint64_t g, const Range& mine, std::byte* out, std::byte* staged_out) {
@@ -114,56 +125,55 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
     }
   };
 
-  for (size_t k = 0; k < plan.rounds; ++k) {
-    const uint64_t g = w.copy_rounds++;
+  // A WouldBlock from a wait leaves `state` at the step that waited: the
+  // engine thread calls again and goes on from there.
+  for (; state.round < plan.rounds; ++state.round, state.step = 0) {
+    const size_t k = state.round;
+    const uint64_t g = state.first_round + k;
     std::byte* mine = w.stage(r, g);
+    const Range own = piece(r, k);
     switch (call.op) {
-      case CollectiveOp::Allreduce: {
-        for (int q = 0; q < n; ++q) {
-          const Range p = piece(q, k);
-          if (q != r && p.len) {
-            kernels::copy(mine + size_t(q) * piece_bytes, send + (b.offset[q] + p.first) * es,
-                        p.len * es);
-          }
+      case CollectiveOp::Allreduce:
+        if (state.step == 0) {
+          stage_blocks(mine, k);
+          me.progress.store(2 * g + 1, std::memory_order_release);
+          state.step = 1;
         }
-        me.progress.store(2 * g + 1, std::memory_order_release);
-        wait_progress(ctx, w, 2 * g + 1, " to stage its part of this collective");
-        const Range own = piece(r, k);
-        fold(g, own, recv + (b.offset[r] + own.first) * es, mine + size_t(r) * piece_bytes);
-        me.progress.store(2 * g + 2, std::memory_order_release);
+        if (state.step == 1) {
+          wait_progress(ctx, w, 2 * g + 1, " to stage its part of this collective");
+          fold(g, own, recv + (b.offset[r] + own.first) * es, mine + size_t(r) * piece_bytes);
+          me.progress.store(2 * g + 2, std::memory_order_release);
+          state.step = 2;
+        }
         wait_progress(ctx, w, 2 * g + 2, " to reduce its block of this collective");
         for (int q = 0; q < n; ++q) {
           const Range p = piece(q, k);
           if (q != r && p.len) {
             kernels::copy(recv + (b.offset[q] + p.first) * es,
-                        w.stage(q, g) + size_t(q) * piece_bytes, p.len * es);
+                          w.stage(q, g) + size_t(q) * piece_bytes, p.len * es);
           }
         }
         break;
-      }
-      case CollectiveOp::ReduceScatter: {
-        for (int q = 0; q < n; ++q) {
-          const Range p = piece(q, k);
-          if (q != r && p.len) {
-            kernels::copy(mine + size_t(q) * piece_bytes, send + (b.offset[q] + p.first) * es,
-                        p.len * es);
-          }
+      case CollectiveOp::ReduceScatter:
+        if (state.step == 0) {
+          stage_blocks(mine, k);
+          me.progress.store(2 * g + 2, std::memory_order_release);
+          state.step = 1;
         }
-        me.progress.store(2 * g + 2, std::memory_order_release);
         wait_progress(ctx, w, 2 * g + 1, " to stage its part of this collective");
-        const Range own = piece(r, k);
         fold(g, own, recv + own.first * es, nullptr);
         break;
-      }
-      case CollectiveOp::Allgather: {
-        // Our shard into the staging area and (unless in place) into our
-        // own output, in one pass over it.
-        const Range own = piece(r, k);
-        const std::byte* src = send + own.first * es;
-        std::byte* dst = recv + (b.offset[r] + own.first) * es;
-        if (own.len && dst != src) kernels::copy2(mine, dst, src, own.len * es);
-        else if (own.len) kernels::copy(mine, src, own.len * es);
-        me.progress.store(2 * g + 2, std::memory_order_release);
+      case CollectiveOp::Allgather:
+        if (state.step == 0) {
+          // Our shard into the staging area and (unless in place) into our
+          // own output, in one pass over it.
+          const std::byte* src = send + own.first * es;
+          std::byte* dst = recv + (b.offset[r] + own.first) * es;
+          if (own.len && dst != src) kernels::copy2(mine, dst, src, own.len * es);
+          else if (own.len) kernels::copy(mine, src, own.len * es);
+          me.progress.store(2 * g + 2, std::memory_order_release);
+          state.step = 1;
+        }
         wait_progress(ctx, w, 2 * g + 1, " to stage its shard of this collective");
         for (int q = 0; q < n; ++q) {
           const Range p = piece(q, k);
@@ -172,11 +182,11 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
           }
         }
         break;
-      }
       default:
         raise(ErrorCode::Internal, "{}: the copy path has no {}", ctx.what(), call.name());
     }
   }
+  w.copy_rounds = state.first_round + plan.rounds;
 }
 
 }  // namespace gradwire::collectives

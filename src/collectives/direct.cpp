@@ -62,43 +62,54 @@ bool direct_path_takes(CollectiveOp op) {
          op == CollectiveOp::Allgather;
 }
 
-bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct) {
+bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct,
+                DirectState& state) {
   const CollectiveCall& call = direct.call;
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = element_size(call.dtype);
-  Descriptor mine = descriptor_of(call);
-  mine.send_window = direct.send_at.window;
-  mine.send_offset = direct.send_at.offset;
-  mine.recv_window = direct.recv_at.window;
-  mine.recv_offset = direct.recv_at.offset;
-  wait_until_free(ctx, w);
-  // The windows' own vector: no other handshake runs before this one ends.
-  const std::vector<Descriptor>& all = handshake(ctx, w, mine);
-  check_same_call(ctx, all);
-  consumed(ctx, w);  // the descriptors are read; departed guards the buffers
-
-  // Direct only if every rank's buffers lie in the same window, so every
-  // rank maps them all (a window is released rank by rank).
-  const bool needs_recv = call.op == CollectiveOp::Allreduce;
-  bool all_shared = true;
-  for (const auto& d : all) {
-    if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) {
-      all_shared = false;
-    }
-    if (needs_recv &&
-        (d.recv_window == Descriptor::kNoWindow || d.recv_window != all[0].recv_window)) {
-      all_shared = false;
-    }
+  if (!state.published) {
+    Descriptor mine = descriptor_of(call);
+    mine.send_window = direct.send_at.window;
+    mine.send_offset = direct.send_at.offset;
+    mine.recv_window = direct.recv_at.window;
+    mine.recv_offset = direct.recv_at.offset;
+    wait_until_free(ctx, w);
+    publish(ctx, w, mine);
+    state.published = true;
   }
-  if (!all_shared) {
+  // The windows' own vector: no other handshake runs before this one ends.
+  const std::vector<Descriptor>& all = state.decided ? w.seen : collect(ctx, w);
+  if (!state.decided) {
+    check_same_call(ctx, all);
+    consumed(ctx, w);  // the descriptors are read; departed guards the buffers
+    // Direct only if every rank's buffers lie in the same window, so every
+    // rank maps them all (a window is released rank by rank).
+    const bool needs_recv = call.op == CollectiveOp::Allreduce;
+    for (const auto& d : all) {
+      if (d.send_window == Descriptor::kNoWindow || d.send_window != all[0].send_window) {
+        state.copy = true;
+      }
+      if (needs_recv &&
+          (d.recv_window == Descriptor::kNoWindow || d.recv_window != all[0].recv_window)) {
+        state.copy = true;
+      }
+    }
+    state.first_round = w.copy_rounds;
+    state.decided = true;
+  }
+  if (state.copy) {
     // Every rank saw the same descriptors and options (GRADWIRE_SHM_
     // COLLECTIVES must agree at start-up), so every rank decides alike.
     if (!ctx.options().shm_collectives) return false;
-    run_copy(ctx, w, call);
+    run_copy(ctx, w, call, state);
+    return true;
+  }
+  if (state.moved) {
+    depart(ctx, w);
     return true;
   }
   ctx.set_algorithm("direct");
-
+  const bool needs_recv = call.op == CollectiveOp::Allreduce;
   const Blocks blocks = shard_blocks(call.count, n);
   const size_t send_bytes =
       call.op == CollectiveOp::Allgather ? 0 : call.count * es;  // per-rank sizes below
@@ -141,6 +152,7 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
     default:
       raise(ErrorCode::Internal, "{}: the direct path has no {}", ctx.what(), call.name());
   }
+  state.moved = true;
   depart(ctx, w);
   return true;
 }

@@ -67,6 +67,9 @@ namespace {
 // collective instead of 1-2).
 thread_local bool t_on_caller = false;
 constexpr std::chrono::microseconds kInlineSpin{200};
+// Note [inline copy collectives] in start(): one staging half, about 50-100
+// us of copying here.
+constexpr size_t kInlineCopyBytes = size_t(1) << 20;
 }  // namespace
 
 Work CommunicatorImpl::submit(const CollectiveCall& info,
@@ -398,15 +401,29 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
       call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&
       collectives::choose_allreduce(call.recv_bytes(rank, size), size, options) ==
           collectives::Algorithm::Ring;
-  return submit(call, [this, call, direct, hierarchical](collectives::Context& ctx) {
-    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call)) return;
+  // Note [inline copy collectives]: a direct or copy-path collective of up
+  // to kInlineCopyBytes per rank runs on the caller's thread when the
+  // engine is idle, as small ones do (the hand-off to the engine thread
+  // and back cost 10-25 us, a third of a 128 KiB allreduce); larger ones
+  // stay on the engine thread, so that they overlap with what the caller
+  // does next (a backward pass launching buckets). Only with
+  // shm_collectives: then run_direct never falls back to the transport,
+  // whose provider calls must not run on a caller's thread.
+  const bool inline_ok = direct.windows && options.shm_collectives &&
+                         std::max(call.send_bytes(rank, size), call.recv_bytes(rank, size)) <=
+                             kInlineCopyBytes;
+  return submit(call, [this, call, direct, hierarchical, state = collectives::DirectState{}](
+                          collectives::Context& ctx) mutable {
+    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call, state)) {
+      return;
+    }
     if (hierarchical) {
       ctx.set_algorithm("hierarchical");
       hierarchical_allreduce(*this, call.send, call.recv, call.count, call.dtype, call.redop);
       return;
     }
     collectives::run(ctx, call);
-  });
+  }, {}, inline_ok);
 }
 
 SharedBuffer Communicator::allocate_shared(size_t bytes) {
