@@ -20,6 +20,13 @@ optimizer step, median over the timed steps per rank, max over ranks. DDP
 with its defaults (gloo, first bucket 1 MiB, then 25 MiB).
 One "RESULT key=value ..." line from rank 0 in ddp mode (max over ranks),
 from every process in plain mode.
+
+Issue 18 adds --backend gradwire (the same DDP over gradwire's
+torch.distributed backend) and --model transformer: a 17 M-parameter decoder
+(vocabulary 8192, width 384, 6 layers of 6 heads, feed-forward 1536, tied
+nothing) on synthetic tokens (sequence 64, --batch sequences per rank; ddp_overhead uses 2), so
+DDP's buckets are those of a language model rather than a CNN's;
+benchmarks/ddp_overhead runs the comparison.
 """
 import argparse
 import os
@@ -36,6 +43,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fashion_mnist import Cnn, load_train  # noqa: E402
 
 
+class TinyLM(nn.Module):
+    """A decoder-only transformer of ~17 M parameters (issue 18's 10-25 M)."""
+
+    def __init__(self, vocab=8192, width=384, layers=6, heads=6, ff=1536, seq=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.zeros(seq, width))
+        layer = nn.TransformerEncoderLayer(width, heads, ff, dropout=0.0, batch_first=True)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, vocab)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + self.pos[: tokens.shape[1]]
+        return self.head(self.blocks(h, mask=self.mask, is_causal=True))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["ddp", "plain"], default="ddp")
@@ -44,7 +68,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--backend", choices=["gloo", "gradwire"], default="gloo")
+    ap.add_argument("--model", choices=["cnn", "transformer"], default="cnn")
     a = ap.parse_args()
+    if a.backend == "gradwire":
+        import gradwire.torch  # noqa: F401 - registers the backend
 
     # mpirun provides OMPI_COMM_WORLD_*; torch.distributed wants the torchrun names.
     if "OMPI_COMM_WORLD_RANK" in os.environ:
@@ -58,25 +86,36 @@ def main() -> int:
     ddp_mode = a.mode == "ddp"
     # The plain baseline creates no process group (no gloo threads).
     if ddp_mode:
-        dist.init_process_group("gloo")
+        dist.init_process_group(a.backend)
     torch.set_num_threads(a.threads)  # 1: two ranks on two cores, no oversubscription
     torch.manual_seed(1 + rank)  # DDP's broadcast makes the replicas equal
 
-    images, labels = load_train(a.data)
-    n_images = labels.shape[0]
-    model = Cnn()
+    if a.model == "cnn":
+        images, labels = load_train(a.data)
+        n_images = labels.shape[0]
+        model = Cnn()
+    else:
+        model = TinyLM()
+        gen = torch.Generator().manual_seed(7)
+        # Synthetic tokens: a fixed pool of sequences; the target is the next token.
+        pool = torch.randint(0, 8192, (512, 65), generator=gen)
     net = nn.parallel.DistributedDataParallel(model) if ddp_mode else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
 
     step_s = []
     for s in range(a.warmup + a.steps):
         first = (s * world + rank) * a.batch
-        sel = torch.arange(first, first + a.batch) % n_images
-        x, y = images.index_select(0, sel), labels.index_select(0, sel)
+        if a.model == "cnn":
+            sel = torch.arange(first, first + a.batch) % n_images
+            x, y = images.index_select(0, sel), labels.index_select(0, sel)
+        else:
+            seqs = pool.index_select(0, torch.arange(first, first + a.batch) % pool.shape[0])
+            x, y = seqs[:, :-1], seqs[:, 1:]
 
         t0 = time.perf_counter()
         optimizer.zero_grad()
-        loss = F.cross_entropy(net(x), y)
+        out = net(x)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()  # with DDP: gradients averaged over ranks when this returns
         optimizer.step()
         t1 = time.perf_counter()
@@ -100,7 +139,7 @@ def main() -> int:
         except Exception:  # noqa: BLE001 - private API, optional
             pass
     if rank == 0 or not ddp_mode:
-        print(f"RESULT impl=pytorch mode={a.mode} world={world} rank={rank} batch={a.batch} "
+        print(f"RESULT impl=pytorch backend={a.backend} model={a.model} mode={a.mode} world={world} rank={rank} batch={a.batch} "
               f"warmup={a.warmup} steps={a.steps} threads={a.threads} step_ms={med * 1e3:.4f}"
               f"{extra} torch={torch.__version__}", flush=True)
     if ddp_mode:
