@@ -107,6 +107,18 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
       }
     }
   };
+  // Step 3: every peer's piece of round k into our output, from position q
+  // of peer q's staging area (allreduce: its result) or position 0
+  // (allgather: its shard).
+  auto copy_out = [&](uint64_t g, size_t k, bool own_position) {
+    for (int q = 0; q < n; ++q) {
+      const Range p = piece(q, k);
+      if (q != r && p.len) {
+        kernels::copy(recv + (b.offset[q] + p.first) * es,
+                      w.stage(q, g) + (own_position ? size_t(q) * piece_bytes : 0), p.len * es);
+      }
+    }
+  };
   // Step 2: block r's piece folded over every rank's input, rank order.
   auto fold = [&](uint64_t g, const Range& mine, std::byte* out, std::byte* staged_out) {
     std::byte* tmp = ctx.scratch(kFoldBytes);
@@ -146,13 +158,7 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
           state.step = 2;
         }
         wait_progress(ctx, w, 2 * g + 2, " to reduce its block of this collective");
-        for (int q = 0; q < n; ++q) {
-          const Range p = piece(q, k);
-          if (q != r && p.len) {
-            kernels::copy(recv + (b.offset[q] + p.first) * es,
-                          w.stage(q, g) + size_t(q) * piece_bytes, p.len * es);
-          }
-        }
+        copy_out(g, k, /*own_position=*/true);
         break;
       case CollectiveOp::ReduceScatter:
         if (state.step == 0) {
@@ -175,12 +181,7 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
           state.step = 1;
         }
         wait_progress(ctx, w, 2 * g + 1, " to stage its shard of this collective");
-        for (int q = 0; q < n; ++q) {
-          const Range p = piece(q, k);
-          if (q != r && p.len) {
-            kernels::copy(recv + (b.offset[q] + p.first) * es, w.stage(q, g), p.len * es);
-          }
-        }
+        copy_out(g, k, /*own_position=*/false);
         break;
       default:
         raise(ErrorCode::Internal, "{}: the copy path has no {}", ctx.what(), call.name());

@@ -6,8 +6,10 @@
 // mpirun -np N or gwlaunch -n N (see tests/ranks/CMakeLists.txt).
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "harness.h"
@@ -178,20 +180,25 @@ TEST(Collectives, LargeAllreduceFloat32) {
 }
 
 // Note [the copy path] in src/collectives/copy_path.cpp: ordinary buffers
-// of several MiB cross many copy rounds (the staging half is 1 MiB per
+// of a few MiB cross several copy rounds (the staging half is 1 MiB per
 // rank), at every dtype, with a count not divisible by the world size, in
-// place and out of place. On a tcp launch (GRADWIRE_SHM_COLLECTIVES=off)
-// the same cases go through the transport.
+// place and out of place. Skipped where shm collectives are off (the tcp
+// launches): there these sizes would only repeat, at 30 s a launch, what
+// LargeAllreduceFloat32 and the 70001-element cases test of the transport.
 class CopyRounds : public ::testing::TestWithParam<DataType> {};
 
 TEST_P(CopyRounds, AllreduceReduceScatterAllgather) {
+  const char* shm = std::getenv("GRADWIRE_SHM_COLLECTIVES");
+  if (shm && std::string(shm) == "off") GTEST_SKIP() << "GRADWIRE_SHM_COLLECTIVES=off";
   const DataType dt = GetParam();
   auto& w = world();
   const size_t es = gradwire::element_size(dt);
-  const size_t count = (size_t(5) << 20) / es + 3;  // 5 MiB and a bit
+  const size_t count = (size_t(5) << 19) / es + 3;  // 2.5 MiB and a bit
   const size_t off = gradwire::shard_offset(count, w.size(), w.rank());
   const size_t n = gradwire::shard_count(count, w.size(), w.rank());
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+  // Ops other than sum share the fold (ReduceOp is only the kernel's):
+  // the 70001-element cases above take every op through the copy path.
+  for (ReduceOp op : {ReduceOp::Sum}) {
     for (bool in_place : {false, true}) {
       SCOPED_TRACE(::testing::Message() << gradwire::to_string(op) << (in_place ? " in place" : ""));
       const uint64_t seed = seed_of(dt, op, count, 11);
