@@ -31,7 +31,7 @@ void WorkState::mark_started() {
   std::lock_guard<std::mutex> lk(mu);
   if (phase == Phase::Running) return;  // resumed by the engine (Note [inline small collectives])
   phase = Phase::Running;
-  started = Clock::now();
+  started = coarse_now();  // Note [coarse clock]: compared against deadlines only
 }
 
 void WorkState::finish(std::exception_ptr err) {

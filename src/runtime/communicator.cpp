@@ -114,7 +114,7 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
     if (!begun) {
       begun = true;
       recorder.started(record);
-      deadline = Deadline::after(options.timeout);
+      deadline = Deadline::after_coarse(options.timeout);  // Note [coarse clock]
       // The timeline (diag/trace.h): queued and running phases of each collective.
       started_us = queued_us ? trace::now_us() : 0;
     }
