@@ -104,11 +104,11 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
     run_copy(ctx, w, call, state);
     return true;
   }
-  if (state.moved) {
+  ctx.set_algorithm("direct");
+  if (state.moved) {  // resumed in depart (Note [inline copy collectives])
     depart(ctx, w);
     return true;
   }
-  ctx.set_algorithm("direct");
   const bool needs_recv = call.op == CollectiveOp::Allreduce;
   const Blocks blocks = shard_blocks(call.count, n);
   const size_t send_bytes =

@@ -93,11 +93,20 @@ Created create_segment(size_t bytes, uint32_t id) {
   shm::reclaim_once();  // Note [reclaiming dead regions]
   c.name = unique_name(id);
   int fd = shm_open(c.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd >= 0 && ftruncate(fd, off_t(length)) == 0) {
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0 && ftruncate(fd, off_t(length)) != 0) err = errno;
+  // Note [segments are backed when made]: reserve every page now. A sized
+  // but unbacked tmpfs file maps fine, and the first store to a page that a
+  // full /dev/shm cannot back kills the process with SIGBUS, in the middle
+  // of a collective (Docker's default /dev/shm is 64 MiB, and DataLoader
+  // workers use it too). Refused here, the communicator logs why and goes
+  // through the transport; allocate_shared returns private memory.
+  if (fd >= 0 && err == 0) err = posix_fallocate(fd, 0, off_t(length));
+  if (fd >= 0 && err == 0) {
     void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p != MAP_FAILED) c.map = Mapping(static_cast<std::byte*>(p), length);
+    else err = errno;
   }
-  const int err = errno;
   if (c.map.data()) {
     // The name lives until the exchange unlinks it; the lock says, meanwhile,
     // that its owner is alive.

@@ -70,7 +70,8 @@ struct Control {
   alignas(64) std::atomic<uint64_t> consumed{0};
   // Note [the copy path] in collectives/copy_path.cpp: 2g + 1 once this
   // rank's inputs of copy round g are in its staging area, 2g + 2 once its
-  // results of round g are.
+  // results of round g are (reduce_scatter and allgather, which stage no
+  // results, raise it to 2g + 2 at once).
   alignas(64) std::atomic<uint64_t> progress{0};
   alignas(64) Descriptor desc[kDepth];            // indexed by seq % kDepth
 };
@@ -81,9 +82,9 @@ struct Control {
 constexpr size_t kSlotBytes = size_t(64) << 10;
 constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
 // Note [the copy path] in collectives/copy_path.cpp: then two staging
-// halves (copy rounds alternate between them), page-aligned. /dev/shm
-// gives a page memory when it is first touched, so a communicator that
-// never runs a large collective with ordinary buffers costs none of it.
+// halves (copy rounds alternate between them), page-aligned: 2 MiB more
+// per rank of every one-host communicator, reserved when the segment is
+// made (Note [segments are backed when made] in shared_windows.cpp).
 constexpr size_t kStageOffset = (kSlotOffset + kDepth * kSlotBytes + 4095) / 4096 * 4096;
 constexpr size_t kStageBytes = size_t(1) << 20;
 constexpr size_t kControlBytes = kStageOffset + 2 * kStageBytes;

@@ -105,7 +105,9 @@ class CommunicatorImpl {
   // GRADWIRE_ASYNC_ERROR_HANDLING policy; any thread.
   void on_failure(const std::string& reason, uint32_t seq, ErrorCode code);
 
-  std::array<std::vector<std::byte>, 2> scratch_;  // engine thread only
+  // The running collective's (engine thread, or a caller that claimed the
+  // engine: Note [inline small collectives]).
+  std::array<std::vector<std::byte>, 2> scratch_;
   std::mutex submit_mu_;
   uint32_t next_seq_ = 0;
   std::mutex state_mu_;
