@@ -93,10 +93,8 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
   ctx.set_algorithm("shared copy");
 
   // Elements [first, first + len) of block q in round k.
-  auto piece = [&](int q, size_t k) {
-    const size_t first = std::min(b.count[q], k * plan.chunk);
-    return Range{first, std::min(plan.chunk, b.count[q] - first)};
-  };
+  const Segmentation rounds{plan.chunk, plan.rounds};
+  auto piece = [&](int q, size_t k) { return segment_range(b.count[q], rounds, k); };
   // Step 1 of the reductions: our input of every block but ours.
   auto stage_blocks = [&](std::byte* mine, size_t k) {
     for (int q = 0; q < n; ++q) {
