@@ -27,6 +27,19 @@ const std::string& WorkState::description() const {
   return description_;
 }
 
+void WorkState::reuse(CallText text) {
+  phase = Phase::Queued;
+  started = {};
+  error = nullptr;
+  finishing = false;
+  done.store(false, std::memory_order_relaxed);
+  abandoned.store(false, std::memory_order_relaxed);
+  callbacks.clear();
+  described_.store(false, std::memory_order_relaxed);
+  description_.clear();
+  text_ = std::move(text);
+}
+
 void WorkState::mark_started() {
   std::lock_guard<std::mutex> lk(mu);
   if (phase == Phase::Running) return;  // resumed by the engine (Note [inline small collectives])
@@ -42,10 +55,9 @@ void WorkState::finish(std::exception_ptr err) {
   if (finishing) return;
   finishing = true;
   error = err;
-  for (;;) {
+  while (!callbacks.empty()) {
     std::vector<std::function<void(std::exception_ptr)>> fns;
     fns.swap(callbacks);
-    if (fns.empty()) break;
     lk.unlock();
     for (auto& fn : fns) {
       try {
@@ -58,6 +70,7 @@ void WorkState::finish(std::exception_ptr err) {
     lk.lock();
   }
   phase = Phase::Done;
+  done.store(true, std::memory_order_release);
   lk.unlock();
   cv.notify_all();
 }
@@ -75,6 +88,10 @@ detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
 
 void Work::wait() const {
   auto& s = checked(state_);
+  if (s.done.load(std::memory_order_acquire)) {  // most small collectives
+    if (s.error) std::rethrow_exception(s.error);
+    return;
+  }
   std::unique_lock<std::mutex> lk(s.mu);
   while (s.phase != detail::WorkState::Phase::Done) {
     s.cv.wait_for(lk, std::chrono::milliseconds(100));
@@ -104,6 +121,7 @@ void Work::wait(std::chrono::milliseconds timeout) const {
 
 bool Work::test() const {
   if (!state_) return false;
+  if (state_->done.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->phase == detail::WorkState::Phase::Done;
 }

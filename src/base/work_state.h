@@ -55,6 +55,10 @@ struct WorkState {
   // Note [descriptions on demand]; any thread.
   const std::string& description() const;
 
+  // Makes a finished state that nothing else holds new again, for the
+  // next collective (Note [the lean inline path] in runtime/communicator.cpp).
+  void reuse(CallText text);
+
   void mark_started();
   // Records the outcome, wakes waiters, then runs the callbacks (outside the
   // lock, on the calling thread). Only the first call counts: a Work the
@@ -70,6 +74,9 @@ struct WorkState {
   Clock::time_point started{};
   std::exception_ptr error;
   bool finishing = false;  // finish() was called
+  // phase == Done, readable without `mu`: set by finish() after `error`,
+  // so a waiter that sees it true reads the error without the lock.
+  std::atomic<bool> done{false};
   // Set before another thread finishes a Work whose engine thread is stuck
   // in it; its engine is then leaked (Note [a stuck engine is leaked]).
   std::atomic<bool> abandoned{false};

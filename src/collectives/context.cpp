@@ -3,6 +3,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -53,17 +55,29 @@ namespace {
 // A transport poll drives the provider, so it spins kTransportSpin; a poll
 // of a flag in shared memory (wait_for) is one load, 2000 of which pass in
 // a few microseconds while the peer that would set the flag, if it shares
-// our core, still waits for it: it yields after kFlagSpin (3 ranks on 2
-// cores: 4.4 us a small allreduce, 10 us with 2000).
-constexpr uint32_t kTransportSpin = 2000, kFlagSpin = 200;
+// our core, still waits for it: when this host runs more ranks than it has
+// cores, it yields after kFlagSpinShared (3 ranks on 2 cores: 4.4 us a
+// small allreduce, 10 us with 2000). When every rank has a core, nobody
+// needs ours, and a yield is a system call (about 1 us in this VM) that
+// makes the peer wait for us in turn: there it spins kFlagSpinAlone polls,
+// tens of microseconds, first (an 8-byte broadcast at 2 ranks: 0.62 us
+// with 200, 0.41 with 20000, against Open MPI's 0.16-0.27 in the same runs).
+constexpr uint32_t kTransportSpin = 2000, kFlagSpinShared = 200, kFlagSpinAlone = 20000;
+std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
 void back_off(uint32_t idle, uint32_t spin = kTransportSpin) {
-  if (idle > 20000) {
+  if (idle > spin + 20000) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   } else if (idle > spin) {
     sched_yield();
   }
 }
 }  // namespace
+
+void set_host_ranks(int ranks) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  g_flag_spin.store(unsigned(ranks) <= cores ? kFlagSpinAlone : kFlagSpinShared,
+                    std::memory_order_relaxed);
+}
 
 void Context::poll() {
   if (transport_.progress() > 0) {
@@ -134,6 +148,7 @@ void Context::progress_or_fail(const Request& blocking) {
 void Context::wait_for(const std::function<bool()>& done, int peer,
                        std::string_view waiting_for) {
   std::chrono::steady_clock::time_point give_up{};
+  const uint32_t flag_spin = g_flag_spin.load(std::memory_order_relaxed);
   for (uint32_t idle = 1; !done(); ++idle) {
     // The clock is read from the 64th empty poll on: most waits end sooner.
     if (spin_budget_.count() && (idle & 63u) == 0) {
@@ -141,7 +156,7 @@ void Context::wait_for(const std::function<bool()>& done, int peer,
       if (idle == 64) give_up = now + spin_budget_;
       else if (now > give_up) throw WouldBlock{};
     }
-    back_off(idle, kFlagSpin);
+    back_off(idle, flag_spin);
     if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
   }
 }

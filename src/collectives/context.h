@@ -49,6 +49,10 @@ inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
 // continues the collective. Not an Error: nothing failed.
 struct WouldBlock {};
 
+// Note [backoff when idle] in context.cpp: how many ranks of the job run on
+// this host (set by the world communicator's creation; the last one wins).
+void set_host_ranks(int ranks);
+
 class Context {
  public:
   // `work` names the collective in errors (Note [descriptions on demand]).

@@ -98,18 +98,37 @@ class CommunicatorImpl {
     std::lock_guard<std::mutex> lk(shared_mu);
     return shared && shared->active() ? shared : nullptr;
   }
+  // The same, without the lock or a reference count, for the small path
+  // (Note [the lean inline path]): `shared` is set once and then lives as
+  // long as this object, which finishes its queued collectives first.
+  shared::Windows* active_windows() {
+    if (shared::Windows* w = active_windows_.load(std::memory_order_acquire)) return w;
+    auto w = direct_windows();
+    if (w) active_windows_.store(w.get(), std::memory_order_release);
+    return w.get();
+  }
 
  private:
   void fail_communicator(const std::string& reason, uint32_t seq, ErrorCode code);
   // Flight recorder dump, report to the other ranks, and the
   // GRADWIRE_ASYNC_ERROR_HANDLING policy; any thread.
   void on_failure(const std::string& reason, uint32_t seq, ErrorCode code);
+  // submit() with `fn` of any type: on the caller's thread it runs without
+  // being wrapped in a std::function (Note [the lean inline path]).
+  template <class F>
+  Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok);
+  // A finished WorkState that nothing else holds is reused by the next
+  // submission (Note [the lean inline path]); under submit_mu_.
+  std::shared_ptr<detail::WorkState> state_for(detail::CallText text);
 
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).
   std::array<std::vector<std::byte>, 2> scratch_;
   std::mutex submit_mu_;
   uint32_t next_seq_ = 0;
+  std::shared_ptr<detail::WorkState> spare_state_;  // under submit_mu_
+  bool world_named_ = false;  // name == "world": left out of descriptions
+  std::atomic<shared::Windows*> active_windows_{nullptr};
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;

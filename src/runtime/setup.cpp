@@ -117,6 +117,7 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvo
                "the small-collective path (Options::shm_collectives / GRADWIRE_SHM_COLLECTIVES)",
                rank);
   const FabricChoice fabric = choose_fabric(options.provider, options.iface, hosts);
+  collectives::set_host_ranks(int(std::count(hosts.begin(), hosts.end(), host)));
 
   auto transport = open_transport(fabric, options, rank);
   auto addresses = boot->allgather(transport->address(), Deadline::after(options.timeout));
