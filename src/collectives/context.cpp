@@ -57,11 +57,14 @@ namespace {
 // a few microseconds while the peer that would set the flag, if it shares
 // our core, still waits for it: when this host runs more ranks than it has
 // cores, it yields after kFlagSpinShared (3 ranks on 2 cores: 4.4 us a
-// small allreduce, 10 us with 2000). When every rank has a core, nobody
-// needs ours, and a yield is a system call (about 1 us in this VM) that
-// makes the peer wait for us in turn: there it spins kFlagSpinAlone polls,
-// tens of microseconds, first (an 8-byte broadcast at 2 ranks: 0.62 us
-// with 200, 0.41 with 20000, against Open MPI's 0.16-0.27 in the same runs).
+// small allreduce, 10 us with 2000). When every rank has a core and the
+// wait is on the caller's thread (an inline collective: the process has
+// nothing else to run meanwhile), a yield is only a system call (about
+// 1 us in this VM) that makes the peer wait for us in turn: there it spins
+// kFlagSpinAlone polls, tens of microseconds, first (perf of an 8-byte
+// broadcast at 2 ranks: __schedule and sched_yield 7 % of the time with
+// 200, 2 % with 20000). The engine thread keeps the short spin: it shares
+// its rank's core with the training thread that overlaps with it.
 constexpr uint32_t kTransportSpin = 2000, kFlagSpinShared = 200, kFlagSpinAlone = 20000;
 std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
 void back_off(uint32_t idle, uint32_t spin = kTransportSpin) {
@@ -148,7 +151,8 @@ void Context::progress_or_fail(const Request& blocking) {
 void Context::wait_for(const std::function<bool()>& done, int peer,
                        std::string_view waiting_for) {
   std::chrono::steady_clock::time_point give_up{};
-  const uint32_t flag_spin = g_flag_spin.load(std::memory_order_relaxed);
+  const uint32_t flag_spin =
+      spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed) : kFlagSpinShared;
   for (uint32_t idle = 1; !done(); ++idle) {
     // The clock is read from the 64th empty poll on: most waits end sooner.
     if (spin_budget_.count() && (idle & 63u) == 0) {
