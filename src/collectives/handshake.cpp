@@ -47,11 +47,17 @@ std::string describe(const Descriptor& d) {
 void wait_until_free(Context& ctx, const shared::Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
+    auto& seen = w.consumed_seen;
+    seen.resize(size_t(ctx.size()));
     for (int p = 0; p < ctx.size(); ++p) {
-      if (p == ctx.rank()) continue;
+      // Note [one line per message]: `consumed` only grows, so a value
+      // read earlier that is new enough spares reading the peer's line.
+      if (p == ctx.rank() || seen[p] >= before) continue;
       Control& peer = w.control(p);
-      ctx.wait_for([&] { return peer.consumed.load(std::memory_order_acquire) >= before; }, p,
-                   " to finish reading an earlier collective");
+      ctx.wait_for([&] {
+        seen[p] = peer.consumed.load(std::memory_order_acquire);
+        return seen[p] >= before;
+      }, p, " to finish reading an earlier collective");
     }
   }
   w.last_handshake[seq1 % shared::kDepth] = seq1;
@@ -60,17 +66,26 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
 void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   Control& me = w.control(ctx.rank());
-  me.desc[seq1 % shared::kDepth] = mine;
-  me.desc[seq1 % shared::kDepth].seq1 = seq1;
+  Descriptor& d = me.desc[seq1 % shared::kDepth];
+  d = mine;
+  // Note [one line per message]: what a waiting peer polls, stored last.
+  __atomic_store_n(&d.seq1, seq1, __ATOMIC_RELEASE);
   me.arrived.store(seq1, std::memory_order_release);
 }
 
 Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   Control& peer = w.control(p);
-  ctx.wait_for([&] { return peer.arrived.load(std::memory_order_acquire) >= seq1; }, p,
-               " to enter this collective");
-  const Descriptor d = peer.desc[seq1 % shared::kDepth];
+  const Descriptor& line = peer.desc[seq1 % shared::kDepth];
+  // Note [one line per message]: the descriptor's own seq1 says it is
+  // there; `arrived` is read only while waiting, so that a peer that went
+  // on to a later collective (ranks that called different ones) is told
+  // apart from one that has not come yet.
+  ctx.wait_for([&] {
+    return __atomic_load_n(&line.seq1, __ATOMIC_ACQUIRE) == seq1 ||
+           peer.arrived.load(std::memory_order_acquire) >= seq1;
+  }, p, " to enter this collective");
+  const Descriptor d = line;
   if (d.seq1 != seq1) {
     raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
           "likely cause: ranks called different collectives", ctx.what(), p, d.seq1 - 1,

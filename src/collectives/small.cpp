@@ -94,29 +94,45 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
 
   shared::Descriptor mine = descriptor_of(call);
   mine.staged = 1;
+  // Note [one line per message] in memory/shared_windows.h: up to 16 bytes
+  // go in the descriptor itself (the same on every rank: the calls match,
+  // or check_same_call fails before anything is read).
+  const bool in_line = staged_bytes(call, n) <= shared::Descriptor::kInlineBytes;
   // A WouldBlock from a wait leaves `state` as it was: the engine thread
   // calls again and goes on from there (Note [inline small collectives]).
   if (!state.published) {
     wait_until_free(ctx, w);  // Note [slot reuse]
-    stage(w.slot(r, seq1), call, r, n);
+    stage(in_line ? mine.data : w.slot(r, seq1), call, r, n);
     publish(ctx, w, mine);
     state.published = true;
   }
+  // Where rank k's staged input is: its slot, or the copy of its
+  // descriptor read by the handshake.
+  const std::vector<shared::Descriptor>* all = nullptr;
+  shared::Descriptor root_desc;
   if (call.op == CollectiveOp::Broadcast) {
     // Only the root's slot is read: the root waits for nobody, the others
     // for the root (Note [slot reuse] keeps the root from overwriting it).
-    if (r != call.root) check_same_call(ctx, call.root, collect_one(ctx, w, call.root), r, mine);
+    if (r != call.root) {
+      root_desc = collect_one(ctx, w, call.root);
+      check_same_call(ctx, call.root, root_desc, r, mine);
+    }
   } else {
-    check_same_call(ctx, collect(ctx, w));
+    all = &collect(ctx, w);
+    check_same_call(ctx, *all);
   }
+  auto staged = [&](int k) -> const std::byte* {
+    if (!in_line) return w.slot(k, seq1);
+    return all ? (*all)[size_t(k)].data : root_desc.data;
+  };
 
   auto* recv = static_cast<std::byte*>(call.recv);
   auto fold = [&](std::byte* dst, size_t first, size_t len) {
     if (len == 0) return;
     const size_t at = first * es;
-    kernels::reduce(dst, w.slot(0, seq1) + at, w.slot(1, seq1) + at, len, call.dtype, call.redop);
+    kernels::reduce(dst, staged(0) + at, staged(1) + at, len, call.dtype, call.redop);
     for (int k = 2; k < n; ++k) {
-      kernels::reduce(dst, dst, w.slot(k, seq1) + at, len, call.dtype, call.redop);
+      kernels::reduce(dst, dst, staged(k) + at, len, call.dtype, call.redop);
     }
     if (call.redop == ReduceOp::Avg) kernels::divide(dst, len, call.dtype, n);
   };
@@ -130,14 +146,14 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
     case CollectiveOp::Allgather:
       for (int p = 0; p < n; ++p) {
         std::byte* dst = recv + shard_offset(call.count, n, p) * es;
-        const std::byte* src = p == r ? static_cast<const std::byte*>(call.send) : w.slot(p, seq1);
+        const std::byte* src = p == r ? static_cast<const std::byte*>(call.send) : staged(p);
         const size_t c = shard_count(call.count, n, p);
         if (dst != src && c) kernels::copy(dst, src, c * es);
       }
       break;
     case CollectiveOp::Broadcast: {
       const std::byte* src =
-          r == call.root ? static_cast<const std::byte*>(call.send) : w.slot(call.root, seq1);
+          r == call.root ? static_cast<const std::byte*>(call.send) : staged(call.root);
       if (recv != src && call.count) kernels::copy(recv, src, call.count * es);
       break;
     }

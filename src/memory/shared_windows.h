@@ -40,7 +40,11 @@ class Mapping {
 
 // What a rank publishes for each direct-path collective (Note [the direct
 // handshake] in direct.cpp). Plain data in shared memory.
-struct Descriptor {
+// Note [one line per message]: a descriptor fills one cache line, and its
+// seq1 is stored last (a release store), so a peer that waits for it reads
+// one line, not a flag's and then the descriptor's (two or three cross-core
+// misses, the cost of a small collective on this VM).
+struct alignas(64) Descriptor {
   static constexpr uint32_t kNoWindow = UINT32_MAX;
   uint64_t seq1 = 0;  // sequence number + 1 (0: never written)
   uint8_t kind = 0;   // CollectiveOp
@@ -51,7 +55,12 @@ struct Descriptor {
   uint32_t send_window = kNoWindow, recv_window = kNoWindow;
   uint64_t count = 0;
   uint64_t send_offset = 0, recv_offset = 0;
+  // Note [one line per message]: a small collective's input of up to 16
+  // bytes travels here, in the descriptor's line, instead of in the slot.
+  static constexpr size_t kInlineBytes = 16;
+  std::byte data[kInlineBytes] = {};
 };
+static_assert(sizeof(Descriptor) == 64, "a descriptor is one cache line");
 
 // One per rank, in that rank's control segment. Flags sit on their own
 // cache lines: every peer polls them.
@@ -138,6 +147,10 @@ class Windows {
   mutable uint64_t last_handshake[kDepth] = {};
   // The descriptors of the current handshake, by rank (same thread).
   mutable std::vector<Descriptor> seen;
+  // Note [one line per message]: each peer's `consumed` as last read, so
+  // that wait_until_free reads the peer's line only when that is too old
+  // (same thread; by rank).
+  mutable std::vector<uint64_t> consumed_seen;
 
  private:
   mutable uint32_t seq32_ = 0;
