@@ -81,9 +81,12 @@ Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
   // there; `arrived` is read only while waiting, so that a peer that went
   // on to a later collective (ranks that called different ones) is told
   // apart from one that has not come yet.
+  // `arrived` is read on every 64th poll only: each read pulls the peer's
+  // line into our cache, and its next store must then fetch it back.
+  uint32_t polls = 0;
   ctx.wait_for([&] {
     return __atomic_load_n(&line.seq1, __ATOMIC_ACQUIRE) == seq1 ||
-           peer.arrived.load(std::memory_order_acquire) >= seq1;
+           ((++polls & 63u) == 0 && peer.arrived.load(std::memory_order_acquire) >= seq1);
   }, p, " to enter this collective");
   const Descriptor d = line;
   if (d.seq1 != seq1) {
