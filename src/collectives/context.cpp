@@ -148,21 +148,17 @@ void Context::progress_or_fail(const Request& blocking) {
   }
 }
 
-void Context::wait_for(const std::function<bool()>& done, int peer,
-                       std::string_view waiting_for) {
-  std::chrono::steady_clock::time_point give_up{};
-  const uint32_t flag_spin =
-      spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed) : kFlagSpinShared;
-  for (uint32_t idle = 1; !done(); ++idle) {
-    // The clock is read from the 64th empty poll on: most waits end sooner.
-    if (spin_budget_.count() && (idle & 63u) == 0) {
-      const auto now = std::chrono::steady_clock::now();
-      if (idle == 64) give_up = now + spin_budget_;
-      else if (now > give_up) throw WouldBlock{};
-    }
-    back_off(idle, flag_spin);
-    if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
+void Context::idle_tick(WaitState& ws, int peer, std::string_view waiting_for) {
+  const uint32_t idle = ++ws.idle;
+  // The clock is read from the 64th empty poll on: most waits end sooner.
+  if (spin_budget_.count() && (idle & 63u) == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (idle == 64) ws.give_up = now + spin_budget_;
+    else if (now > ws.give_up) throw WouldBlock{};
   }
+  back_off(idle, spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed)
+                                      : kFlagSpinShared);
+  if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
 }
 
 void Context::stalled(const Request* oldest_recv, std::span<const Request> sends) {

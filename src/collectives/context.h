@@ -121,7 +121,16 @@ class Context {
   // direct path's flags): spins, then yields, then sleeps briefly (Note
   // [backoff when idle]); deadline and interrupt are checked as in
   // progress_or_fail. On expiry: Timeout naming `peer` and `waiting_for`.
-  void wait_for(const std::function<bool()>& done, int peer, std::string_view waiting_for);
+  // A template, so that `done` is called directly: a std::function of a
+  // lambda with more than two captures is a heap allocation per wait.
+  template <class Done>
+  void wait_for(const Done& done, int peer, std::string_view waiting_for) {
+    if (done()) return;  // most waits of a small collective
+    WaitState ws;
+    do {
+      idle_tick(ws, peer, waiting_for);
+    } while (!done());
+  }
   // On a caller's thread: wait_for throws WouldBlock once one wait has
   // found nothing for `budget`. Zero: never.
   void set_spin_budget(std::chrono::microseconds budget) { spin_budget_ = budget; }
@@ -130,6 +139,13 @@ class Context {
 
  private:
   void check_wait(std::string_view doing, int peer, std::string_view detail) const;
+  // One empty poll of wait_for: back off, check the spin budget, the
+  // deadline and the interrupt.
+  struct WaitState {
+    uint32_t idle = 0;
+    std::chrono::steady_clock::time_point give_up{};
+  };
+  void idle_tick(WaitState& ws, int peer, std::string_view waiting_for);
 
   transport::Transport& transport_;
   int rank_, size_;
