@@ -450,6 +450,14 @@ TEST(Collectives, BadArgumentsFailAtOnceOnTheCaller) {
   expect_invalid([&] { w.allreduce(nullptr, buf, 8, DataType::Float32, ReduceOp::Sum); }, "null send");
   expect_invalid([&] { w.broadcast(buf, buf, 8, DataType::Float32, w.size()); }, "root");
   expect_invalid([&] { w.allreduce(buf, buf + 1, 4, DataType::Float32, ReduceOp::Sum); }, "overlap");
+  // count x element size (x ranks, for allgather's output) past 2^64.
+  expect_invalid([&] { w.allreduce(buf, buf, SIZE_MAX / 2, DataType::Float32, ReduceOp::Sum); },
+                 "overflows the address space");
+  if (w.size() > 1) {  // only the product with the world size overflows
+    const size_t count = SIZE_MAX / (4 * size_t(w.size())) + 1;
+    expect_invalid([&] { w.allreduce(buf, buf, count, DataType::Float32, ReduceOp::Sum); },
+                   "overflows the address space");
+  }
   // Enum values from casts (issue 17, item 6): refused at the call, naming
   // the rank and the collective, without aborting the communicator.
   const std::string me = "rank " + std::to_string(w.rank()) + ": ";
