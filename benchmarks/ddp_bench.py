@@ -27,6 +27,15 @@ torch.distributed backend) and --model transformer: a 17 M-parameter decoder
 nothing) on synthetic tokens (sequence 64, --batch sequences per rank; ddp_overhead uses 2), so
 DDP's buckets are those of a language model rather than a CNN's;
 benchmarks/ddp_overhead runs the comparison.
+
+--mode paired (2+ ranks) measures all three in one job, so that a VM whose
+speed drifts between runs (this one's does, by 20-30 %) cannot bias the
+difference: three copies of the same model (plain, DDP on a gloo group, DDP
+on a gradwire group), stepped in turn in blocks of --block steps, --steps
+timed steps each; and a fourth copy, "sync", stepped without DDP but with
+a barrier at the end of each step (what waiting for the slower rank costs,
+whatever the backend). Prints one RESULT line per mode (max over ranks of
+each mode's median step).
 """
 import argparse
 import os
@@ -60,9 +69,92 @@ class TinyLM(nn.Module):
         return self.head(self.blocks(h, mask=self.mask, is_causal=True))
 
 
+def make_model(a):
+    return Cnn() if a.model == "cnn" else TinyLM()
+
+
+def make_batches(a, rank, world):
+    """batch(s) -> (x, y) for step s, the same on every mode."""
+    if a.model == "cnn":
+        images, labels = load_train(a.data)
+        n = labels.shape[0]
+
+        def batch(s):
+            first = (s * world + rank) * a.batch
+            sel = torch.arange(first, first + a.batch) % n
+            return images.index_select(0, sel), labels.index_select(0, sel)
+        return batch
+    gen = torch.Generator().manual_seed(7)
+    pool = torch.randint(0, 8192, (512, 65), generator=gen)
+
+    def batch(s):
+        first = (s * world + rank) * a.batch
+        seqs = pool.index_select(0, torch.arange(first, first + a.batch) % pool.shape[0])
+        return seqs[:, :-1], seqs[:, 1:]
+    return batch
+
+
+def paired(a, rank, world) -> int:
+    """--mode paired: plain, gloo DDP and gradwire DDP in turn, in one job."""
+    import copy
+    dist.init_process_group("gloo")
+    gw_group = dist.new_group(backend="gradwire")
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1 + rank)
+    base = make_model(a)
+    # "sync": the plain model and a barrier at the end of each step (through
+    # gradwire: ~1 us): what waiting for the slower rank costs a step, which
+    # any data-parallel step pays whatever its backend.
+    nets = {
+        "plain": copy.deepcopy(base),
+        "sync": copy.deepcopy(base),
+        "gloo": nn.parallel.DistributedDataParallel(copy.deepcopy(base)),
+        "gradwire": nn.parallel.DistributedDataParallel(copy.deepcopy(base),
+                                                        process_group=gw_group),
+    }
+    opts = {k: torch.optim.Adam(v.parameters(), lr=1e-3, foreach=False) for k, v in nets.items()}
+    batch = make_batches(a, rank, world)
+    times = {k: [] for k in nets}
+    step = {k: 0 for k in nets}
+    total = a.warmup + a.steps
+    while any(step[k] < total for k in nets):
+        for k, net in nets.items():
+            for _ in range(a.block):
+                if step[k] >= total:
+                    break
+                x, y = batch(step[k])
+                t0 = time.perf_counter()
+                opts[k].zero_grad()
+                out = net(x)
+                loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+                loss.backward()
+                opts[k].step()
+                if k == "sync":
+                    dist.barrier(group=gw_group)
+                t1 = time.perf_counter()
+                if step[k] >= a.warmup:
+                    times[k].append(t1 - t0)
+                step[k] += 1
+            # The plain block has no collective: meet before the next one
+            # so that the DDP blocks do not absorb the ranks' drift.
+            dist.barrier()
+    for k in nets:
+        worst = torch.tensor([statistics.median(times[k])], dtype=torch.float64)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            print(f"RESULT impl=pytorch mode=paired net={k} model={a.model} world={world} "
+                  f"batch={a.batch} warmup={a.warmup} steps={a.steps} block={a.block} "
+                  f"threads={a.threads} step_ms={worst.item() * 1e3:.4f} torch={torch.__version__}",
+                  flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["ddp", "plain"], default="ddp")
+    ap.add_argument("--mode", choices=["ddp", "plain", "paired"], default="ddp")
+    ap.add_argument("--block", type=int, default=5, help="paired: steps per mode in turn")
     ap.add_argument("--batch", type=int, default=64, help="per rank")
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--steps", type=int, default=200)
@@ -71,7 +163,7 @@ def main() -> int:
     ap.add_argument("--backend", choices=["gloo", "gradwire"], default="gloo")
     ap.add_argument("--model", choices=["cnn", "transformer"], default="cnn")
     a = ap.parse_args()
-    if a.backend == "gradwire":
+    if a.backend == "gradwire" or a.mode == "paired":
         import gradwire.torch  # noqa: F401 - registers the backend
 
     # mpirun provides OMPI_COMM_WORLD_*; torch.distributed wants the torchrun names.
@@ -83,6 +175,8 @@ def main() -> int:
         os.environ.setdefault("MASTER_PORT", os.environ.get("DDP_BENCH_PORT", "29531"))
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    if a.mode == "paired":
+        return paired(a, rank, world)
     ddp_mode = a.mode == "ddp"
     # The plain baseline creates no process group (no gloo threads).
     if ddp_mode:

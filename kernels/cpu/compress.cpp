@@ -18,11 +18,6 @@
 namespace gradwire::kernels {
 namespace {
 
-bool use_avx2() {
-  static const bool yes = cpu::active_isa() != cpu::Isa::Scalar;
-  return yes;
-}
-
 // ---- scalar loops (the reference) ----
 
 double sum_squares_scalar(const float* x, const float* error, size_t i, size_t n) {
@@ -116,7 +111,7 @@ double sum_squares(const float* x, const float* error, size_t n) {
   size_t done = 0;
   double s = 0;
 #ifdef GW_HAVE_AVX2_PATH
-  if (use_avx2()) s = sum_squares_avx2(x, error, n, &done);
+  if (cpu::vector_isa_active()) s = sum_squares_avx2(x, error, n, &done);
 #endif
   return s + sum_squares_scalar(x, error, done, n);
 }
@@ -124,7 +119,7 @@ double sum_squares(const float* x, const float* error, size_t n) {
 void compress_signs(const float* x, float* error, float scale, uint8_t* bits, size_t n) {
   size_t done = 0;
 #ifdef GW_HAVE_AVX2_PATH
-  if (use_avx2()) done = compress_avx2(x, error, scale, bits, n);
+  if (cpu::vector_isa_active()) done = compress_avx2(x, error, scale, bits, n);
 #endif
   compress_scalar(x, error, scale, bits, done, n);
 }
@@ -132,7 +127,7 @@ void compress_signs(const float* x, float* error, float scale, uint8_t* bits, si
 void decompress_signs(const uint8_t* bits, float scale, float* out, size_t n) {
   size_t done = 0;
 #ifdef GW_HAVE_AVX2_PATH
-  if (use_avx2()) done = decompress_avx2(bits, scale, out, false, n);
+  if (cpu::vector_isa_active()) done = decompress_avx2(bits, scale, out, false, n);
 #endif
   decompress_scalar(bits, scale, out, false, done, n);
 }
@@ -140,7 +135,7 @@ void decompress_signs(const uint8_t* bits, float scale, float* out, size_t n) {
 void accumulate_signs(const uint8_t* bits, float scale, float* acc, size_t n) {
   size_t done = 0;
 #ifdef GW_HAVE_AVX2_PATH
-  if (use_avx2()) done = decompress_avx2(bits, scale, acc, true, n);
+  if (cpu::vector_isa_active()) done = decompress_avx2(bits, scale, acc, true, n);
 #endif
   decompress_scalar(bits, scale, acc, true, done, n);
 }

@@ -58,11 +58,6 @@ constexpr size_t kLoopFrom = 2048;
   }
   return i;
 }
-
-bool use_avx2() {
-  static const bool yes = cpu::active_isa() != cpu::Isa::Scalar;
-  return yes;
-}
 #endif
 
 }  // namespace
@@ -72,7 +67,7 @@ void copy(void* dst, const void* src, size_t bytes) {
   const auto* s = static_cast<const std::byte*>(src);
   size_t done = 0;
 #ifdef GW_HAVE_AVX2_COPY
-  if (bytes >= kLoopFrom && use_avx2()) done = copy_avx2(d, s, bytes);
+  if (bytes >= kLoopFrom && cpu::vector_isa_active()) done = copy_avx2(d, s, bytes);
 #endif
   if (done < bytes) std::memcpy(d + done, s + done, bytes - done);
 }
@@ -83,7 +78,7 @@ void copy2(void* a, void* b, const void* src, size_t bytes) {
   const auto* s = static_cast<const std::byte*>(src);
   size_t done = 0;
 #ifdef GW_HAVE_AVX2_COPY
-  if (bytes >= kLoopFrom && use_avx2()) done = copy2_avx2(da, db, s, bytes);
+  if (bytes >= kLoopFrom && cpu::vector_isa_active()) done = copy2_avx2(da, db, s, bytes);
 #endif
   if (done < bytes) {
     std::memcpy(da + done, s + done, bytes - done);

@@ -54,6 +54,13 @@ std::string_view to_string(Isa isa);
 bool cpu_supports(Isa isa);  // compiled in and the CPU can run it
 // The table reduce()/divide() use (chosen once per process).
 Isa active_isa();
+// Whether AVX2 loops may run: the active table is a vector one (so
+// GRADWIRE_CPU_KERNELS=scalar turns every hand-written vector loop off,
+// the copy and compression loops included). Cached after the first call.
+inline bool vector_isa_active() {
+  static const bool yes = active_isa() != Isa::Scalar;
+  return yes;
+}
 // A specific table; throws InvalidArgument if this CPU or build cannot run it.
 const KernelTable& kernels_for(Isa isa);
 

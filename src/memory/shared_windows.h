@@ -44,7 +44,7 @@ class Mapping {
 // seq1 is stored last (a release store), so a peer that waits for it reads
 // one line, not a flag's and then the descriptor's (two or three cross-core
 // misses, the cost of a small collective on this VM).
-struct alignas(64) Descriptor {
+struct alignas(128) Descriptor {
   static constexpr uint32_t kNoWindow = UINT32_MAX;
   uint64_t seq1 = 0;  // sequence number + 1 (0: never written)
   uint8_t kind = 0;   // CollectiveOp
@@ -60,10 +60,14 @@ struct alignas(64) Descriptor {
   static constexpr size_t kInlineBytes = 16;
   std::byte data[kInlineBytes] = {};
 };
-static_assert(sizeof(Descriptor) == 64, "a descriptor is one cache line");
+// 128: the line and its neighbour. CPUs may fetch lines in aligned pairs
+// (the adjacent-line prefetcher); then a broadcast root writing descriptor
+// i + 1 while a reader reads descriptor i would contend for one pair. (Not
+// measurable on this VM either way; 2 KiB per rank.)
+static_assert(sizeof(Descriptor) == 128, "a descriptor is a pair of cache lines of its own");
 
-// One per rank, in that rank's control segment. Flags sit on their own
-// cache lines: every peer polls them.
+// One per rank, in that rank's control segment. Flags sit on their own pair
+// of cache lines (see Descriptor): every peer polls them.
 // Note [slot reuse] in collectives/small.cpp: how many handshakes a rank
 // may be ahead of the slowest reader before it waits; descriptors and slots
 // are indexed by seq % kDepth. A depth lets a broadcast root run ahead (as
@@ -75,18 +79,18 @@ static_assert(sizeof(Descriptor) == 64, "a descriptor is one cache line");
 constexpr uint64_t kDepth = 16;
 
 struct Control {
-  alignas(64) std::atomic<uint64_t> arrived{0};   // seq + 1 of the last handshake entered
-  alignas(64) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
+  alignas(128) std::atomic<uint64_t> arrived{0};   // seq + 1 of the last handshake entered
+  alignas(128) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
   // seq + 1 of the last handshake whose peers' descriptors (and, for a
   // small collective, slots) this rank has finished reading (Note [slot
   // reuse] in collectives/small.cpp).
-  alignas(64) std::atomic<uint64_t> consumed{0};
+  alignas(128) std::atomic<uint64_t> consumed{0};
   // Note [the copy path] in collectives/copy_path.cpp: 2g + 1 once this
   // rank's inputs of copy round g are in its staging area, 2g + 2 once its
   // results of round g are (reduce_scatter and allgather, which stage no
   // results, raise it to 2g + 2 at once).
-  alignas(64) std::atomic<uint64_t> progress{0};
-  alignas(64) Descriptor desc[kDepth];            // indexed by seq % kDepth
+  alignas(128) std::atomic<uint64_t> progress{0};
+  alignas(128) Descriptor desc[kDepth];            // indexed by seq % kDepth
 };
 
 // Note [small collectives] in collectives/small.cpp: each rank's control

@@ -70,7 +70,7 @@ thread_local bool t_on_caller = false;
 constexpr std::chrono::microseconds kInlineSpin{200};
 // Note [inline copy collectives] in start(): one staging half, about 50-100
 // us of copying here.
-constexpr size_t kInlineCopyBytes = size_t(1) << 20;
+constexpr size_t kInlineCopyBytes = shared::kStageBytes;
 }  // namespace
 
 // Note [the lean inline path]: a small collective on the caller's thread
