@@ -68,7 +68,7 @@ namespace {
 constexpr uint32_t kTransportSpin = 2000, kFlagSpinShared = 200, kFlagSpinAlone = 20000;
 std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
 void back_off(uint32_t idle, uint32_t spin = kTransportSpin) {
-  if (idle > spin + 20000) {
+  if (idle > std::max<uint32_t>(20000, 2 * spin)) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   } else if (idle > spin) {
     sched_yield();
@@ -77,6 +77,10 @@ void back_off(uint32_t idle, uint32_t spin = kTransportSpin) {
 }  // namespace
 
 void set_host_ranks(int ranks) {
+  // Online CPUs, not this process's affinity: mpirun binds each rank to one
+  // core, which says nothing about sharing. A cgroup cpuset smaller than
+  // the machine is not seen; there an inline wait spins up to its budget
+  // (kInlineSpin, 200 us) before handing off, which bounds the cost.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   g_flag_spin.store(unsigned(ranks) <= cores ? kFlagSpinAlone : kFlagSpinShared,
                     std::memory_order_relaxed);

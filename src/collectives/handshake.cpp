@@ -1,6 +1,9 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "collectives/handshake.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include "base/collective_call.h"
 #include "base/errors.h"
 
@@ -34,8 +37,10 @@ std::string describe(const Descriptor& d) {
 
 // Note [the direct handshake]: each rank writes its Descriptor (what it
 // calls, with which buffers) into its control segment, at index seq %
-// kDepth, then raises `arrived` to seq + 1; it reads its
-// peers' descriptors once their `arrived` reaches seq + 1. Every rank then
+// kDepth, its seq1 last, then raises `arrived` to seq + 1; it reads a
+// peer's descriptor once that descriptor's seq1 is seq + 1 (Note [one line
+// per message]; `arrived` past it means the peer called something else:
+// Mismatch). Every rank then
 // holds the same n descriptors and makes the same decision. Before writing,
 // a rank waits until every peer has `consumed` the last handshake of the
 // same index (Note [slot reuse] in small.cpp); it used to rely on the
@@ -67,8 +72,13 @@ void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   Control& me = w.control(ctx.rank());
   Descriptor& d = me.desc[seq1 % shared::kDepth];
-  d = mine;
-  // Note [one line per message]: what a waiting peer polls, stored last.
+  // Note [one line per message]: everything but seq1 first (a peer may be
+  // polling seq1: it must see the old value or the new, nothing between),
+  // then seq1, what a waiting peer polls, with a release store.
+  static_assert(offsetof(Descriptor, seq1) == 0);
+  std::memcpy(reinterpret_cast<std::byte*>(&d) + sizeof(d.seq1),
+              reinterpret_cast<const std::byte*>(&mine) + sizeof(mine.seq1),
+              sizeof(Descriptor) - sizeof(d.seq1));
   __atomic_store_n(&d.seq1, seq1, __ATOMIC_RELEASE);
   me.arrived.store(seq1, std::memory_order_release);
 }

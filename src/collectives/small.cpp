@@ -9,9 +9,11 @@
 // way MPI's shared-memory collectives and NCCL's LL protocol avoid
 // per-message handshakes:
 //   1. each rank copies its input into its own slot (index seq % kDepth)
-//      in its control segment;
-//   2. the handshake (Note [the direct handshake]) publishes the call and
-//      raises `arrived`, a release store: a peer that sees it sees the slot;
+//      in its control segment, or, up to 16 bytes, into its descriptor
+//      (Note [one line per message] in memory/shared_windows.h);
+//   2. the handshake (Note [the direct handshake]) publishes the call: the
+//      descriptor's seq1 is stored last, a release store: a peer that sees
+//      it sees the descriptor and the slot;
 //   3. each rank reads what it needs from the peers' slots: allreduce
 //      folds every slot in rank order into its own output (every rank
 //      computes every element, in the same order, so all end bitwise
