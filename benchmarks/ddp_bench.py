@@ -69,6 +69,15 @@ class TinyLM(nn.Module):
         return self.head(self.blocks(h, mask=self.mask, is_causal=True))
 
 
+def train_step(net, optimizer, x, y):
+    """The timed step: zero_grad, forward, backward (DDP's allreduce), optimizer step."""
+    optimizer.zero_grad()
+    out = net(x)
+    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    loss.backward()
+    optimizer.step()
+
+
 def make_model(a):
     return Cnn() if a.model == "cnn" else TinyLM()
 
@@ -84,6 +93,7 @@ def make_batches(a, rank, world):
             sel = torch.arange(first, first + a.batch) % n
             return images.index_select(0, sel), labels.index_select(0, sel)
         return batch
+    # Synthetic tokens: a fixed pool of sequences; the target is the next token.
     gen = torch.Generator().manual_seed(7)
     pool = torch.randint(0, 8192, (512, 65), generator=gen)
 
@@ -124,11 +134,7 @@ def paired(a, rank, world) -> int:
                     break
                 x, y = batch(step[k])
                 t0 = time.perf_counter()
-                opts[k].zero_grad()
-                out = net(x)
-                loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-                loss.backward()
-                opts[k].step()
+                train_step(net, opts[k], x, y)
                 if k == "sync":
                     dist.barrier(group=gw_group)
                 t1 = time.perf_counter()
@@ -184,34 +190,16 @@ def main() -> int:
     torch.set_num_threads(a.threads)  # 1: two ranks on two cores, no oversubscription
     torch.manual_seed(1 + rank)  # DDP's broadcast makes the replicas equal
 
-    if a.model == "cnn":
-        images, labels = load_train(a.data)
-        n_images = labels.shape[0]
-        model = Cnn()
-    else:
-        model = TinyLM()
-        gen = torch.Generator().manual_seed(7)
-        # Synthetic tokens: a fixed pool of sequences; the target is the next token.
-        pool = torch.randint(0, 8192, (512, 65), generator=gen)
+    model = make_model(a)
+    batch = make_batches(a, rank, world)
     net = nn.parallel.DistributedDataParallel(model) if ddp_mode else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
 
     step_s = []
     for s in range(a.warmup + a.steps):
-        first = (s * world + rank) * a.batch
-        if a.model == "cnn":
-            sel = torch.arange(first, first + a.batch) % n_images
-            x, y = images.index_select(0, sel), labels.index_select(0, sel)
-        else:
-            seqs = pool.index_select(0, torch.arange(first, first + a.batch) % pool.shape[0])
-            x, y = seqs[:, :-1], seqs[:, 1:]
-
+        x, y = batch(s)
         t0 = time.perf_counter()
-        optimizer.zero_grad()
-        out = net(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        loss.backward()  # with DDP: gradients averaged over ranks when this returns
-        optimizer.step()
+        train_step(net, optimizer, x, y)  # with DDP: gradients averaged when backward returns
         t1 = time.perf_counter()
         if s >= a.warmup:
             step_s.append(t1 - t0)

@@ -28,29 +28,29 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", 
           "-x", "GRADWIRE_OFI_PROVIDER"]
 
 
-def step_ms(model, mode, backend, a):
+def bench(model, a, *args, timeout=1800):
+    """Runs ddp_bench.py under mpirun; its stdout (exits on failure)."""
     cmd = MPIRUN + [sys.executable, os.path.join(ROOT, "benchmarks", "ddp_bench.py"),
-                    "--mode", mode, "--backend", backend, "--model", model,
-                    "--steps", str(a.steps), "--warmup", str(a.warmup),
-                    "--batch", str(a.batch[model])]
+                    "--model", model, "--steps", str(a.steps), "--warmup", str(a.warmup),
+                    "--batch", str(a.batch[model]), *args]
     p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=1800)
-    found = [float(m) for m in re.findall(r"RESULT .*step_ms=([0-9.]+)", p.stdout)]
-    if p.returncode != 0 or not found:
+                       timeout=timeout)
+    if p.returncode != 0 or "RESULT" not in p.stdout:
         sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}")
-    return max(found)  # plain: the slower of the two processes
+    return p.stdout
+
+
+def step_ms(model, mode, backend, a):
+    out = bench(model, a, "--mode", mode, "--backend", backend)
+    # plain: the slower of the two processes
+    return max(float(m) for m in re.findall(r"RESULT .*step_ms=([0-9.]+)", out))
 
 
 def paired_ms(model, a):
-    cmd = MPIRUN + [sys.executable, os.path.join(ROOT, "benchmarks", "ddp_bench.py"),
-                    "--mode", "paired", "--model", model, "--steps", str(a.steps),
-                    "--warmup", str(a.warmup), "--batch", str(a.batch[model]),
-                    "--block", str(a.block)]
-    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=3600)
-    found = dict(re.findall(r"RESULT .*net=(\w+) .*step_ms=([0-9.]+)", p.stdout))
-    if p.returncode != 0 or len(found) != 4:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}")
+    out = bench(model, a, "--mode", "paired", "--block", str(a.block), timeout=3600)
+    found = dict(re.findall(r"RESULT .*net=(\w+) .*step_ms=([0-9.]+)", out))
+    if len(found) != 4:
+        sys.exit(f"paired run printed {sorted(found)}, not plain/sync/gloo/gradwire\n{out[-3000:]}")
     return {k: float(v) for k, v in found.items()}
 
 
