@@ -95,6 +95,34 @@ class GRADWIRE_API Communicator {
   Work alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype);
   Work barrier();
 
+  // Rooted collectives (like MPI_Reduce, MPI_Gather, MPI_Scatter):
+  // recv (on root only) = op over ranks of send; count elements. Off the
+  // root recv is not used (may be null). In place on the root: send == recv.
+  Work reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
+  // Every rank sends `count_per_rank` elements; root's recv receives size()
+  // blocks, rank i's at i * count_per_rank. In place on the root:
+  // send == recv + rank * count_per_rank. Off the root recv may be null.
+  Work gather(const void* send, void* recv, size_t count_per_rank, DataType dtype, int root);
+  // Root's send holds size() blocks of `count_per_rank` elements; rank i
+  // receives block i. In place on the root: recv == send + rank *
+  // count_per_rank. Off the root send may be null.
+  Work scatter(const void* send, void* recv, size_t count_per_rank, DataType dtype, int root);
+
+  // Point-to-point messages (like MPI_Isend/MPI_Irecv, torch's isend/irecv).
+  // Not collective: only the two ranks take part. A receive takes the first
+  // message from `peer` with `tag` that it has not taken yet; messages from
+  // one peer with one tag arrive in the order they were sent. The sizes must
+  // match: a message of another size fails with Mismatch on the receiver.
+  // Queued in order with this rank's collectives, but they complete
+  // asynchronously: a send and a receive posted back to back never wait for
+  // each other (ring exchanges cannot deadlock). An operation still
+  // outstanding at the deadline (Options::timeout) fails the communicator
+  // with Timeout naming the peer and tag; a failed communicator fails every
+  // outstanding one; destroying the communicator cancels them.
+  // Host memory only (for now).
+  Work send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  Work recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+
   // Fails every pending and future collective with Aborted and cancels every
   // outstanding transfer, so no user buffer is written after it returns.
   void abort(const std::string& reason);

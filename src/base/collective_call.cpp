@@ -14,7 +14,8 @@ namespace gradwire {
 namespace {
 
 constexpr std::string_view kNames[kCollectiveOps] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "barrier", "internal"};
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall",
+    "barrier",   "internal",       "reduce",    "gather",    "scatter"};
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
@@ -42,6 +43,12 @@ std::string CollectiveCall::describe() const {
     case CollectiveOp::Allreduce:
     case CollectiveOp::ReduceScatter:
       return fmt::format("{} x {} {}", count, to_string(dtype), to_string(redop));
+    case CollectiveOp::Reduce:
+      return fmt::format("{} x {} {} to rank {}", count, to_string(dtype), to_string(redop), root);
+    case CollectiveOp::Gather:
+      return fmt::format("{} x {} per rank to rank {}", count, to_string(dtype), root);
+    case CollectiveOp::Scatter:
+      return fmt::format("{} x {} per rank from rank {}", count, to_string(dtype), root);
   }
   return "?";
 }
@@ -52,6 +59,7 @@ size_t CollectiveCall::send_bytes(int rank, int size) const {
     case CollectiveOp::Allgather: return shard_count(count, size, rank) * es;
     case CollectiveOp::Broadcast: return rank == root ? count * es : 0;
     case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Scatter: return rank == root ? count * es * size_t(size) : 0;
     case CollectiveOp::Barrier:
     case CollectiveOp::Other: return 0;
     default: return count * es;
@@ -63,6 +71,8 @@ size_t CollectiveCall::recv_bytes(int rank, int size) const {
   switch (op) {
     case CollectiveOp::ReduceScatter: return shard_count(count, size, rank) * es;
     case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Reduce: return rank == root ? count * es : 0;
+    case CollectiveOp::Gather: return rank == root ? count * es * size_t(size) : 0;
     case CollectiveOp::Barrier:
     case CollectiveOp::Other: return 0;
     default: return count * es;
@@ -78,8 +88,7 @@ void validate(const CollectiveCall& c, int rank, int size) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got DataType({}), which is not a data type "
           "(float32, float64, float16, bfloat16, int32, int64, uint8)", rank, op, int(c.dtype));
   }
-  const bool reduces = c.op == CollectiveOp::Allreduce || c.op == CollectiveOp::ReduceScatter;
-  if (reduces && static_cast<size_t>(c.redop) >= std::size(kAllReduceOps)) {
+  if (c.has_redop() && static_cast<size_t>(c.redop) >= std::size(kAllReduceOps)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got ReduceOp({}), which is not a reduce "
           "operation (sum, avg, min, max, prod)", rank, op, int(c.redop));
   }
@@ -90,9 +99,9 @@ void validate(const CollectiveCall& c, int rank, int size) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",
           rank, op, c.count, to_string(c.dtype));
   }
-  if (c.op == CollectiveOp::Broadcast && (c.root < 0 || c.root >= size)) {
-    raise(ErrorCode::InvalidArgument, "rank {}: broadcast root {} is not a rank of this "
-          "communicator (size {})", rank, c.root, size);
+  if (c.has_root() && (c.root < 0 || c.root >= size)) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} root {} is not a rank of this "
+          "communicator (size {})", rank, op, c.root, size);
   }
   const size_t sb = c.send_bytes(rank, size), rb = c.recv_bytes(rank, size);
   if (sb > 0 && c.send == nullptr) {
@@ -114,8 +123,16 @@ void validate(const CollectiveCall& c, int rank, int size) {
   } else if (c.op == CollectiveOp::Allgather) {
     in_place = at(c.recv, shard_at);
     rule = "send == recv + shard_offset(count, size, rank)";
+  } else if (c.op == CollectiveOp::Gather) {
+    in_place = at(c.recv, size_t(rank) * c.count * es);
+    rule = "on the root, send == recv + rank * count";
+  } else if (c.op == CollectiveOp::Scatter) {
+    in_place = at(c.send, size_t(rank) * c.count * es);
+    rule = "on the root, recv == send + rank * count";
   }
-  const bool same = c.op == CollectiveOp::ReduceScatter ? c.recv == in_place : c.send == in_place;
+  const bool recv_side =
+      c.op == CollectiveOp::ReduceScatter || c.op == CollectiveOp::Scatter;
+  const bool same = recv_side ? c.recv == in_place : c.send == in_place;
   if (!same && overlaps(c.send, sb, c.recv, rb)) {
     raise(ErrorCode::InvalidArgument,
           "rank {}: {} send and receive buffers overlap without being in place ({})", rank, op,

@@ -32,20 +32,25 @@ enum class CollectiveOp : uint8_t {
   Alltoall,
   Barrier,
   Other,  // gradwire's own exchanges (start-up, split, compression steps), "internal" in dumps
+  Reduce,   // rooted (Note [rooted collectives] in collectives/rooted.cpp)
+  Gather,
+  Scatter,
 };
-constexpr size_t kCollectiveOps = 7;
+constexpr size_t kCollectiveOps = 10;
 // "allreduce", "reduce_scatter", ..., "internal" for Other.
 std::string_view to_string(CollectiveOp op);
 
 // One collective with the public API's meaning of every argument
 // (gradwire/communicator.h): `count` is the whole buffer for allreduce,
-// reduce_scatter, allgather and broadcast (ranks' shards by shard_count /
-// shard_offset, also when uneven) and the per-rank block for alltoall.
+// reduce_scatter, allgather, broadcast and reduce (ranks' shards by
+// shard_count / shard_offset, also when uneven) and the per-rank block for
+// alltoall, gather and scatter. `root` is the root of broadcast, reduce,
+// gather and scatter.
 struct CollectiveCall {
   CollectiveOp op = CollectiveOp::Other;
   DataType dtype = DataType::UInt8;
   ReduceOp redop = ReduceOp::Sum;  // allreduce and reduce_scatter only
-  int32_t root = -1;               // broadcast only
+  int32_t root = -1;               // broadcast, reduce, gather, scatter
   uint64_t count = 0;
   const void* send = nullptr;
   void* recv = nullptr;
@@ -70,6 +75,18 @@ struct CollectiveCall {
     return {CollectiveOp::Alltoall, dtype, ReduceOp::Sum, -1, count_per_rank, send, recv};
   }
   static CollectiveCall barrier() { return {CollectiveOp::Barrier}; }
+  static CollectiveCall reduce(const void* send, void* recv, size_t count, DataType dtype,
+                               ReduceOp op, int root) {
+    return {CollectiveOp::Reduce, dtype, op, root, count, send, recv};
+  }
+  static CollectiveCall gather(const void* send, void* recv, size_t count_per_rank,
+                               DataType dtype, int root) {
+    return {CollectiveOp::Gather, dtype, ReduceOp::Sum, root, count_per_rank, send, recv};
+  }
+  static CollectiveCall scatter(const void* send, void* recv, size_t count_per_rank,
+                                DataType dtype, int root) {
+    return {CollectiveOp::Scatter, dtype, ReduceOp::Sum, root, count_per_rank, send, recv};
+  }
   // A call read back from another rank's bytes (a fingerprint, the direct
   // path's descriptor), for describing it; their parsers check the values.
   static CollectiveCall from_wire(uint8_t op, uint8_t dtype, uint8_t redop, int32_t root,
@@ -78,7 +95,12 @@ struct CollectiveCall {
   }
 
   bool has_redop() const {
-    return op == CollectiveOp::Allreduce || op == CollectiveOp::ReduceScatter;
+    return op == CollectiveOp::Allreduce || op == CollectiveOp::ReduceScatter ||
+           op == CollectiveOp::Reduce;
+  }
+  bool has_root() const {
+    return op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce ||
+           op == CollectiveOp::Gather || op == CollectiveOp::Scatter;
   }
   std::string_view name() const { return to_string(op); }
   // "1024 x float32 sum", "8 x int64 from rank 0", "4 x uint8 per rank",

@@ -81,6 +81,11 @@ struct WorkState {
   // in it; its engine is then leaked (Note [a stuck engine is leaked]).
   std::atomic<bool> abandoned{false};
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  // Set by an engine task that returns before its operation finished (a
+  // posted point-to-point message, Note [point-to-point] in
+  // runtime/p2p.h): the engine then leaves finish() to whoever completes
+  // it. Engine thread only.
+  bool finishes_later = false;
 
  private:
   mutable std::mutex describe_mu_;

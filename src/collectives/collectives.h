@@ -21,6 +21,13 @@ void allgather(Context& ctx, const void* send, void* recv, size_t count, DataTyp
 void broadcast(Context& ctx, const void* send, void* recv, size_t count, DataType dtype, int root);
 void alltoall(Context& ctx, const void* send, void* recv, size_t count_per_rank, DataType dtype);
 void barrier(Context& ctx);
+// Note [rooted collectives] (rooted.cpp).
+void reduce(Context& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+            int root);
+void gather(Context& ctx, const void* send, void* recv, size_t count_per_rank, DataType dtype,
+            int root);
+void scatter(Context& ctx, const void* send, void* recv, size_t count_per_rank, DataType dtype,
+             int root);
 // The transport algorithm for `call` (Note [one collective call]): one of
 // the above by call.op. Internal (Other) calls have no algorithm here.
 void run(Context& ctx, const CollectiveCall& call);

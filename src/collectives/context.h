@@ -27,13 +27,16 @@ namespace gradwire::collectives {
 using transport::Request;
 using transport::RequestStatus;
 
-// Note [tags]: a 64-bit tag is seq:24 | source rank:20 | slot:20. The
+// Note [tags]: a 64-bit tag is 0:1 | seq:23 | source rank:20 | slot:20. The
 // sequence number separates collectives (messages of collective k can never
 // match receives of collective k+1, even if a rank runs ahead); the source
 // rank makes matching correct on providers without FI_DIRECTED_RECV; the
 // slot separates the messages one collective exchanges with one peer
 // (algorithm step x pipeline segment). Every rank computes the same slots.
-inline constexpr int kSeqBits = 24;
+// The top bit is left out: it marks point-to-point messages (Note
+// [point-to-point] in runtime/p2p.h), whose tags are 1:1 | user tag:32 |
+// source rank:20.
+inline constexpr int kSeqBits = 23;
 inline constexpr int kRankBits = 20;
 inline constexpr int kSlotBits = 20;
 inline constexpr uint32_t kMaxSlots = 1u << kSlotBits;
@@ -42,6 +45,11 @@ inline constexpr int kMaxWorldSize = 1 << kRankBits;
 inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
   return (uint64_t(seq & ((1u << kSeqBits) - 1)) << (kRankBits + kSlotBits)) |
          (uint64_t(uint32_t(src_rank)) << kSlotBits) | uint64_t(slot & (kMaxSlots - 1));
+}
+
+inline constexpr uint64_t kP2pBit = uint64_t{1} << 63;
+inline uint64_t make_p2p_tag(uint32_t tag, int src_rank) {
+  return kP2pBit | (uint64_t(tag) << kRankBits) | uint64_t(uint32_t(src_rank));
 }
 
 // Note [inline small collectives] in runtime/engine.h: thrown by wait_for

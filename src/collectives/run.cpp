@@ -15,6 +15,10 @@ void run(Context& ctx, const CollectiveCall& c) {
     case CollectiveOp::Broadcast: return broadcast(ctx, c.send, c.recv, c.count, c.dtype, c.root);
     case CollectiveOp::Alltoall: return alltoall(ctx, c.send, c.recv, c.count, c.dtype);
     case CollectiveOp::Barrier: return barrier(ctx);
+    case CollectiveOp::Reduce:
+      return reduce(ctx, c.send, c.recv, c.count, c.dtype, c.redop, c.root);
+    case CollectiveOp::Gather: return gather(ctx, c.send, c.recv, c.count, c.dtype, c.root);
+    case CollectiveOp::Scatter: return scatter(ctx, c.send, c.recv, c.count, c.dtype, c.root);
     case CollectiveOp::Other: break;
   }
   raise(ErrorCode::Internal, "{}: no algorithm for an internal call", ctx.what());

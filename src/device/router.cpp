@@ -13,9 +13,12 @@ namespace gradwire::device {
 Backend* Router::route(const CollectiveCall& call) {
   if (!cuda_driver_loaded()) return nullptr;  // the host-only fast path
   const std::string_view op = call.name();
-  // A broadcast's send buffer means nothing off the root.
-  const bool uses_send = call.op != CollectiveOp::Broadcast || host_.rank == call.root;
-  const void* buffers[] = {uses_send ? call.send : nullptr, call.recv};
+  // A rooted collective's buffer that moves no bytes on this rank (a
+  // broadcast's send off the root, a reduce's or gather's recv) means nothing.
+  const bool rooted = call.has_root();
+  const bool uses_send = !rooted || call.send_bytes(host_.rank, host_.size) > 0;
+  const bool uses_recv = !rooted || call.recv_bytes(host_.rank, host_.size) > 0;
+  const void* buffers[] = {uses_send ? call.send : nullptr, uses_recv ? call.recv : nullptr};
   const void* host = nullptr;
   const void* device = nullptr;
   MemoryLocation where;

@@ -53,7 +53,7 @@ const char* decode_fingerprint(const void* bytes, size_t n, Fingerprint* out) {
   Fingerprint f;
   std::memcpy(&f, bytes, sizeof(f));
   if (f.magic != Fingerprint{}.magic) return "wrong magic";
-  if (f.op > uint8_t(CollectiveOp::Other)) return "unknown collective";
+  if (f.op >= kCollectiveOps) return "unknown collective";
   bool dtype_ok = false;
   for (DataType d : kAllDataTypes) dtype_ok |= f.dtype == uint8_t(d);
   if (!dtype_ok) return "unknown dtype";

@@ -46,6 +46,23 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
   host.submit = [this](const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
                        const CallLabel& label) { return submit(call, std::move(fn), label); };
   devices = std::make_unique<device::Router>(std::move(host));
+  engine_->set_poller([this] { return p2p_.poll(); }, [this] { p2p_.drop(); });
+}
+
+void CommunicatorImpl::check_usable(std::string_view op) {
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
+          rank, op, name, abort_reason_);
+  }
+  if (job::failed_flag().load(std::memory_order_acquire)) {
+    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank, op, name,
+          job::failure_reason());
+  }
+}
+
+void CommunicatorImpl::fail(const std::string& reason, ErrorCode code) {
+  fail_communicator(reason, uint32_t(std::max<int64_t>(0, last_started.load())), code);
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -493,5 +510,28 @@ Work Communicator::alltoall(const void* send, void* recv, size_t count_per_rank,
 }
 
 Work Communicator::barrier() { return impl_->start(CollectiveCall::barrier()); }
+
+Work Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                          int root) {
+  return impl_->start(CollectiveCall::reduce(send, recv, count, dtype, op, root));
+}
+
+Work Communicator::gather(const void* send, void* recv, size_t count_per_rank, DataType dtype,
+                          int root) {
+  return impl_->start(CollectiveCall::gather(send, recv, count_per_rank, dtype, root));
+}
+
+Work Communicator::scatter(const void* send, void* recv, size_t count_per_rank, DataType dtype,
+                           int root) {
+  return impl_->start(CollectiveCall::scatter(send, recv, count_per_rank, dtype, root));
+}
+
+Work Communicator::send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
+  return impl_->p2p().send(buf, count, dtype, peer, tag);
+}
+
+Work Communicator::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
+  return impl_->p2p().recv(buf, count, dtype, peer, tag);
+}
 
 }  // namespace gradwire

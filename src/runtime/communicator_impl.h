@@ -12,6 +12,7 @@
 #include "collectives/context.h"
 #include "base/collective_call.h"
 #include "runtime/engine.h"
+#include "runtime/p2p.h"
 #include "diag/flight_recorder.h"
 #include "memory/shared_windows.h"
 #include "runtime/watchdog.h"
@@ -49,6 +50,18 @@ class CommunicatorImpl {
   Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
               const Label& label = {}, bool inline_ok = false);
   void abort(const std::string& reason);
+  // Note [point-to-point] in runtime/p2p.h.
+  PointToPoint& p2p() { return p2p_; }
+  // Throws Aborted naming `op` if this communicator or the job has failed.
+  void check_usable(std::string_view op);
+  // Fails the communicator as a failed collective does (Note [a failed
+  // collective aborts its communicator]); engine thread.
+  void fail(const std::string& reason, ErrorCode code);
+  bool aborted() const { return aborted_.load(); }
+  std::string abort_reason() {
+    std::lock_guard<std::mutex> lk(state_mu_);
+    return abort_reason_;
+  }
   // Finishes queued work; false if the engine is stuck (then this object
   // must be leaked, Note [a stuck engine is leaked]).
   bool shutdown() { return engine_->shutdown(); }
@@ -132,6 +145,8 @@ class CommunicatorImpl {
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;
+  // Before the engine: its thread uses it until it exits.
+  PointToPoint p2p_{*this};
   std::unique_ptr<Engine> engine_;
   uint16_t fr_comm_ = 0;  // this communicator in flight-recorder dumps
   std::unique_ptr<Watchdog> watchdog_;  // stopped first, in ~CommunicatorImpl

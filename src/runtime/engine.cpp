@@ -120,13 +120,43 @@ void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
   cv_.notify_one();
 }
 
+void Engine::set_poller(std::function<bool()> poll, std::function<void()> drop) {
+  std::lock_guard<std::mutex> lk(mu_);
+  poll_ = std::move(poll);
+  drop_ = std::move(drop);
+}
+
 void Engine::loop() {
+  // Note [point-to-point] in runtime/p2p.h: while posted messages are
+  // outstanding the idle loop polls them, first back to back, then every
+  // kPollSleep (a receive that waits minutes for its sender costs a wake-up
+  // a millisecond, not a core).
+  constexpr uint32_t kPollSpin = 2000;
+  constexpr auto kPollSleep = std::chrono::microseconds(1000);
+  bool polling = false;
+  uint32_t idle_polls = 0;
   for (;;) {
     std::pair<std::shared_ptr<detail::WorkState>, Task> item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return !inline_ && (stopping_ || !queue_.empty()); });
+      const auto ready = [&] { return !inline_ && (stopping_ || !queue_.empty()); };
+      if (!polling) {
+        cv_.wait(lk, ready);
+      } else if (!ready() && ++idle_polls > kPollSpin) {
+        cv_.wait_for(lk, idle_polls > 2 * kPollSpin ? kPollSleep : kPollSleep / 20, ready);
+      }
+      if (!ready()) {
+        lk.unlock();
+        if (poll_()) continue;
+        polling = false;
+        continue;
+      }
       if (queue_.empty()) {  // stopping and drained
+        if (drop_) {
+          lk.unlock();
+          drop_();
+          lk.lock();
+        }
         exited_ = true;
         current_.reset();
         exited_cv_.notify_all();
@@ -143,9 +173,13 @@ void Engine::loop() {
     } catch (...) {
       err = std::current_exception();
     }
-    item.first->finish(err);
-    std::lock_guard<std::mutex> lk(mu_);
-    current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
+    if (err || !item.first->finishes_later) item.first->finish(err);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
+    }
+    idle_polls = 0;
+    polling = poll_ && poll_();
   }
 }
 

@@ -75,6 +75,14 @@ class Engine {
   // nobody waits behind a stuck engine; returns how many.
   size_t fail_queued(std::exception_ptr err);
 
+  // Note [point-to-point] in runtime/p2p.h: operations that outlive their
+  // task (posted messages) are completed by `poll`, which the engine thread
+  // calls after every task and, while it returns true (something is still
+  // outstanding), in its idle loop instead of sleeping until the next
+  // submission. `drop` runs on the engine thread as it exits, for what is
+  // still outstanding then. Set once, before the first submission.
+  void set_poller(std::function<bool()> poll, std::function<void()> drop);
+
  private:
   void loop();
 
@@ -87,6 +95,8 @@ class Engine {
   bool inline_ = false;  // a caller's thread runs current_
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
+  std::function<bool()> poll_;
+  std::function<void()> drop_;
   std::thread thread_;
 };
 

@@ -90,6 +90,42 @@ void alltoall(Launch& l, const CollectiveCall& c) {
   }
 }
 
+// Note [rooted collectives] in collectives/rooted.cpp: linear, as ncclSend
+// and ncclRecv in one group (the caller's ncclGroupStart/End, as alltoall).
+void rooted(Launch& l, const CollectiveCall& c) {
+  const size_t es = element_size(c.dtype);
+  const size_t block = c.count * es;
+  const ncclDataType_t dt = to_nccl(c.dtype);
+  const bool gather = c.op == CollectiveOp::Gather;
+  if (l.rank != c.root) {
+    if (gather) {
+      nccl_call(l, l.lib.Send(c.send, c.count, dt, c.root, l.comm, l.stream), "ncclSend");
+    } else {
+      nccl_call(l, l.lib.Recv(c.recv, c.count, dt, c.root, l.comm, l.stream), "ncclRecv");
+    }
+    return;
+  }
+  const size_t mine = c.count * size_t(l.rank);
+  void* dst = gather ? at(c.recv, mine, es) : c.recv;
+  const void* src = gather ? c.send : at(const_cast<void*>(c.send), mine, es);
+  if (dst != src) {
+    cuda_call(l, cudaMemcpyAsync(dst, src, block, cudaMemcpyDeviceToDevice, l.stream),
+              "cudaMemcpyAsync");
+  }
+  for (int peer = 0; peer < l.size; ++peer) {
+    if (peer == l.rank) continue;
+    const size_t off = c.count * size_t(peer);
+    if (gather) {
+      nccl_call(l, l.lib.Recv(at(c.recv, off, es), c.count, dt, peer, l.comm, l.stream),
+                "ncclRecv");
+    } else {
+      nccl_call(l, l.lib.Send(at(const_cast<void*>(c.send), off, es), c.count, dt, peer, l.comm,
+                              l.stream),
+                "ncclSend");
+    }
+  }
+}
+
 }  // namespace
 
 void enqueue(Launch& l, const CollectiveCall& c) {
@@ -149,6 +185,16 @@ void enqueue(Launch& l, const CollectiveCall& c) {
       alltoall(l, c);
       return;
     case K::Barrier:
+      return;
+    case K::Reduce:
+      // recvbuff is read only on the root; elsewhere any valid pointer.
+      nccl_call(l, l.lib.Reduce(c.send, l.rank == c.root ? c.recv : const_cast<void*>(c.send),
+                                c.count, dt, op, c.root, l.comm, l.stream),
+                "ncclReduce");
+      return;
+    case K::Gather:
+    case K::Scatter:
+      rooted(l, c);
       return;
     case K::Other:
       break;

@@ -206,6 +206,33 @@ class StagedBackend final : public Backend {
         copy_sync(c.recv, out, all, cudaMemcpyHostToDevice, ctx);
         return;
       }
+      case CollectiveOp::Reduce: {
+        // Note [rooted collectives]: staged whole, reduced in place on the host.
+        const size_t all = c.count * es;
+        void* buf = pinned(0, all);
+        copy_sync(buf, c.send, all, cudaMemcpyDeviceToHost, ctx);
+        collectives::reduce(ctx, buf, buf, c.count, c.dtype, c.redop, c.root);
+        if (r == c.root) copy_sync(c.recv, buf, all, cudaMemcpyHostToDevice, ctx);
+        return;
+      }
+      case CollectiveOp::Gather: {
+        const size_t block = c.count * es;
+        void* buf = pinned(0, r == c.root ? block * size_t(n) : block);
+        void* mine = static_cast<std::byte*>(buf) + (r == c.root ? block * size_t(r) : 0);
+        copy_sync(mine, c.send, block, cudaMemcpyDeviceToHost, ctx);
+        collectives::gather(ctx, mine, r == c.root ? buf : nullptr, c.count, c.dtype, c.root);
+        if (r == c.root) copy_sync(c.recv, buf, block * size_t(n), cudaMemcpyHostToDevice, ctx);
+        return;
+      }
+      case CollectiveOp::Scatter: {
+        const size_t block = c.count * es;
+        void* buf = pinned(0, r == c.root ? block * size_t(n) : block);
+        void* mine = static_cast<std::byte*>(buf) + (r == c.root ? block * size_t(r) : 0);
+        if (r == c.root) copy_sync(buf, c.send, block * size_t(n), cudaMemcpyDeviceToHost, ctx);
+        collectives::scatter(ctx, r == c.root ? buf : nullptr, mine, c.count, c.dtype, c.root);
+        copy_sync(c.recv, mine, block, cudaMemcpyHostToDevice, ctx);
+        return;
+      }
       case CollectiveOp::Other:
         break;
     }

@@ -1,0 +1,81 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Note [point-to-point]: Communicator::send and recv, the messages of
+// pipeline parallelism and of torch.distributed's send/recv/isend/irecv/
+// batch_isend_irecv.
+//
+// - Order. A send or receive is queued on the engine like a collective, so
+//   it keeps its place among this rank's calls (as NCCL's do on a stream);
+//   but its task only posts the message and returns, and the operation
+//   completes later, when the transport says so. So a rank can post a send
+//   and a receive back to back (a ring exchange of large messages) without
+//   the first blocking the second, and a collective queued after a posted
+//   receive runs while the receive waits for its sender.
+// - Matching. Messages from one sender with one tag arrive in the order
+//   they were sent (the transport orders sends with one tag: FI_ORDER_SAS),
+//   and a receive takes the first message of its (source, tag) pair. The
+//   transport tag is kP2pBit | tag:32 | source rank:20 (Note [tags] in
+//   collectives/context.h), so messages never match a collective's.
+// - Completion. The engine's poller (Engine::set_poller) finishes each
+//   Work when its request is done, after every task and, while anything is
+//   outstanding, in the idle loop.
+// - Failure, as for collectives (Note [a failed collective aborts its
+//   communicator]): a receive whose message has a different size (the
+//   ranks disagree: Mismatch), a broken connection (PeerLost), an operation
+//   still outstanding at its deadline (Timeout, naming the peer and tag),
+//   or another rank's reported failure fails the communicator: every
+//   outstanding transfer is cancelled, so no buffer is written afterwards,
+//   and every pending send and receive ends with the error. A communicator
+//   destroyed with messages outstanding cancels them (Aborted): like
+//   MPI_Finalize, destroying it does not wait for peers that never post.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/deadline.h"
+#include "base/work_state.h"
+#include "gradwire/types.h"
+#include "gradwire/work.h"
+#include "transport/transport.h"
+
+namespace gradwire {
+
+class CommunicatorImpl;
+
+class PointToPoint {
+ public:
+  explicit PointToPoint(CommunicatorImpl& comm);
+  PointToPoint(const PointToPoint&) = delete;
+  PointToPoint& operator=(const PointToPoint&) = delete;
+
+  // Caller's thread: validates (InvalidArgument at once) and queues.
+  Work send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
+  Work recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
+
+  // Engine thread (Engine::set_poller): finishes what completed; true while
+  // anything is still outstanding.
+  bool poll();
+  // Engine thread, as it exits: cancels and fails what is outstanding.
+  void drop();
+
+ private:
+  struct Op {
+    transport::Request req;
+    std::shared_ptr<detail::WorkState> state;
+    Deadline deadline = Deadline::never();  // set when posted
+  };
+  Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
+  // Finishes `op` from its request; false if the request failed.
+  bool complete(Op& op);
+
+  CommunicatorImpl& comm_;
+  // Engine thread only. Owned by address: the transport points at `req`.
+  std::vector<std::shared_ptr<Op>> pending_;
+  // Cancelled operations whose cancellation the provider did not confirm
+  // (transport::Transport::cancel_all): their requests live as long as the
+  // transport may write them.
+  std::vector<std::shared_ptr<Op>> abandoned_;
+};
+
+}  // namespace gradwire

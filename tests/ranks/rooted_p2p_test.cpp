@@ -1,0 +1,258 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Reduce, gather and scatter (Note [rooted collectives]) against the same
+// references as the other collectives, from every root; and point-to-point
+// send/recv (Note [point-to-point]): rings, tags, ordering, sizes that the
+// transport splits, interleaving with collectives, and bad arguments.
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace gwtest {
+namespace {
+
+using gradwire::DataType;
+using gradwire::ReduceOp;
+
+const size_t kRootedCounts[] = {0, 1, 3, 7, 1000, 70001};
+
+class Rooted : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+
+TEST_P(Rooted, Reduce) {
+  auto [dt, op] = GetParam();
+  auto& w = world();
+  const size_t es = gradwire::element_size(dt);
+  for (int root : {0, w.size() - 1}) {
+    for (size_t count : kRootedCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "root " << root << " count " << count
+                                          << (in_place ? " in place" : ""));
+        const uint64_t seed = seed_of(dt, op, count, 11);
+        auto input = make_input(dt, op, count, w.rank(), seed);
+        const auto before = input;
+        std::vector<std::byte> out(count * es, std::byte{0x5a});
+        if (in_place && w.rank() == root) {
+          w.reduce(input.data(), input.data(), count, dt, op, root).wait();
+          out = input;
+        } else {
+          // Off the root the receive buffer is not used: null is allowed.
+          w.reduce(input.data(), w.rank() == root ? out.data() : nullptr, count, dt, op, root)
+              .wait();
+          EXPECT_EQ(before, input) << "reduce modified its send buffer";
+        }
+        if (w.rank() == root) {
+          auto ref = reduce_reference(dt, op, count, w.size(), seed);
+          EXPECT_TRUE(matches(dt, out.data(), ref, 0, count));
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, Rooted,
+                         ::testing::Combine(::testing::ValuesIn(gradwire::kAllDataTypes),
+                                            ::testing::ValuesIn(gradwire::kAllReduceOps)),
+                         case_name);
+
+// Rank r's block for gather/scatter tests: make_input of rank r.
+std::vector<std::byte> block_of(DataType dt, size_t count, int r, uint64_t seed) {
+  return make_input(dt, ReduceOp::Sum, count, r, seed);
+}
+
+class Blocks : public ::testing::TestWithParam<DataType> {};
+
+TEST_P(Blocks, Gather) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const int n = w.size();
+  const size_t es = gradwire::element_size(dt);
+  for (int root : {0, n - 1}) {
+    for (size_t count : kRootedCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "root " << root << " count " << count
+                                          << (in_place ? " in place" : ""));
+        const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 12);
+        auto mine = block_of(dt, count, w.rank(), seed);
+        std::vector<std::byte> out(count * es * size_t(n), std::byte{0x5a});
+        if (w.rank() == root && in_place) {
+          std::memcpy(out.data() + size_t(root) * count * es, mine.data(), count * es);
+          w.gather(out.data() + size_t(root) * count * es, out.data(), count, dt, root).wait();
+        } else {
+          w.gather(mine.data(), w.rank() == root ? out.data() : nullptr, count, dt, root).wait();
+        }
+        if (w.rank() != root) continue;
+        for (int r = 0; r < n; ++r) {
+          const auto expect = block_of(dt, count, r, seed);
+          EXPECT_EQ(0, std::memcmp(out.data() + size_t(r) * count * es, expect.data(),
+                                   count * es)) << "block of rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Blocks, Scatter) {
+  const DataType dt = GetParam();
+  auto& w = world();
+  const int n = w.size();
+  const size_t es = gradwire::element_size(dt);
+  for (int root : {0, n - 1}) {
+    for (size_t count : kRootedCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "root " << root << " count " << count
+                                          << (in_place ? " in place" : ""));
+        const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 13);
+        std::vector<std::byte> all;
+        if (w.rank() == root) {
+          for (int r = 0; r < n; ++r) {
+            const auto b = block_of(dt, count, r, seed);
+            all.insert(all.end(), b.begin(), b.end());
+          }
+        }
+        std::vector<std::byte> out(count * es, std::byte{0x5a});
+        const std::byte* got = out.data();
+        if (w.rank() == root && in_place) {
+          std::byte* at = all.data() + size_t(root) * count * es;
+          w.scatter(all.data(), at, count, dt, root).wait();
+          got = at;
+        } else {
+          w.scatter(w.rank() == root ? all.data() : nullptr, out.data(), count, dt, root).wait();
+        }
+        const auto expect = block_of(dt, count, w.rank(), seed);
+        EXPECT_EQ(0, std::memcmp(got, expect.data(), count * es));
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, Blocks, ::testing::ValuesIn(gradwire::kAllDataTypes),
+                         [](const ::testing::TestParamInfo<DataType>& info) {
+                           return std::string(gradwire::to_string(info.param));
+                         });
+
+// ------------------------------------------------------------ point-to-point
+
+// Every rank sends to its right neighbour and receives from its left one,
+// the receive posted after the send (the order that deadlocks with
+// blocking sends of large messages), every dtype, sizes from 0 to past the
+// transport's message split (GRADWIRE_TEST_MAX_MSG_BYTES is not needed:
+// 9 MiB is more than shm's and tcp's single-message size here).
+TEST(PointToPoint, RingExchangeEveryDtypeAndSize) {
+  auto& w = world();
+  const int n = w.size(), me = w.rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  for (DataType dt : gradwire::kAllDataTypes) {
+    const size_t es = gradwire::element_size(dt);
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(4099), size_t(9 << 20) / es + 3}) {
+      SCOPED_TRACE(::testing::Message() << gradwire::to_string(dt) << " count " << count);
+      const uint64_t seed = seed_of(dt, ReduceOp::Sum, count, 14);
+      const auto mine = block_of(dt, count, me, seed);
+      std::vector<std::byte> got(count * es, std::byte{0x5a});
+      auto s = w.send(mine.data(), count, dt, right, 7);
+      auto r = w.recv(got.data(), count, dt, left, 7);
+      r.wait();
+      s.wait();
+      const auto expect = block_of(dt, count, left, seed);
+      EXPECT_EQ(0, std::memcmp(got.data(), expect.data(), count * es));
+    }
+  }
+}
+
+// Messages with one tag arrive in order; tags keep streams apart, whatever
+// the order the receives are posted in.
+TEST(PointToPoint, TagsSeparateStreamsAndKeepOrder) {
+  auto& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  constexpr int kMessages = 20;
+  if (w.rank() == 0) {
+    std::vector<gradwire::Work> sends;
+    std::vector<int64_t> values(2 * kMessages);
+    for (int i = 0; i < kMessages; ++i) {
+      values[2 * i] = 1000 + i;      // tag 1
+      values[2 * i + 1] = 5000 + i;  // tag 0xffffffff
+      sends.push_back(w.send(&values[2 * i], 1, DataType::Int64, 1, 1));
+      sends.push_back(w.send(&values[2 * i + 1], 1, DataType::Int64, 1, 0xffffffffu));
+    }
+    for (auto& s : sends) s.wait();
+  } else if (w.rank() == 1) {
+    std::vector<int64_t> high(kMessages, -1), low(kMessages, -1);
+    std::vector<gradwire::Work> recvs;
+    // The high tag's receives first: they must not take tag 1's messages.
+    for (int i = 0; i < kMessages; ++i) {
+      recvs.push_back(w.recv(&high[i], 1, DataType::Int64, 0, 0xffffffffu));
+    }
+    for (int i = 0; i < kMessages; ++i) recvs.push_back(w.recv(&low[i], 1, DataType::Int64, 0, 1));
+    for (auto& r : recvs) r.wait();
+    for (int i = 0; i < kMessages; ++i) {
+      EXPECT_EQ(low[i], 1000 + i);
+      EXPECT_EQ(high[i], 5000 + i);
+    }
+  }
+  w.barrier().wait();
+}
+
+// A receive posted, then collectives that complete while it waits: the
+// receive does not hold the engine (Note [point-to-point]).
+TEST(PointToPoint, CollectivesRunWhileAReceiveWaits) {
+  auto& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int last = w.size() - 1;
+  int32_t got = -1;
+  gradwire::Work r;
+  if (w.rank() == 0) r = w.recv(&got, 1, DataType::Int32, last, 3);
+  for (int i = 0; i < 5; ++i) {
+    int64_t one = 1, total = 0;
+    w.allreduce(&one, &total, 1, DataType::Int64, ReduceOp::Sum).wait();
+    EXPECT_EQ(total, w.size());
+  }
+  if (w.rank() == 0) EXPECT_FALSE(r.test()) << "received before anything was sent";
+  int32_t value = 42;
+  if (w.rank() == last) w.send(&value, 1, DataType::Int32, 0, 3).wait();
+  if (w.rank() == 0) {
+    r.wait();
+    EXPECT_EQ(got, 42);
+  }
+  w.barrier().wait();
+}
+
+TEST(PointToPoint, SendToSelf) {
+  auto& w = world();
+  std::vector<float> a(1000), b(1000, -1.f);
+  std::iota(a.begin(), a.end(), 0.f);
+  auto r = w.recv(b.data(), b.size(), DataType::Float32, w.rank(), 9);
+  w.send(a.data(), a.size(), DataType::Float32, w.rank(), 9).wait();
+  r.wait();
+  EXPECT_EQ(a, b);
+}
+
+TEST(PointToPoint, BadArgumentsFailAtOnceOnTheCaller) {
+  auto& w = world();
+  float buf[4] = {};
+  const std::string me = "rank " + std::to_string(w.rank()) + ": ";
+  expect_error([&] { w.send(buf, 4, DataType::Float32, w.size()); },
+               gradwire::ErrorCode::InvalidArgument, "not a rank of this communicator");
+  expect_error([&] { w.recv(buf, 4, DataType::Float32, -1); },
+               gradwire::ErrorCode::InvalidArgument, "not a rank of this communicator");
+  expect_error([&] { w.send(nullptr, 4, DataType::Float32, 0); },
+               gradwire::ErrorCode::InvalidArgument, "null buffer");
+  expect_error([&] { w.recv(buf, SIZE_MAX / 2, DataType::Float32, 0); },
+               gradwire::ErrorCode::InvalidArgument, "overflows the address space");
+  expect_error([&] { w.send(buf, 1, static_cast<DataType>(77), 0); },
+               gradwire::ErrorCode::InvalidArgument, (me + "send got DataType(77)").c_str());
+  expect_error([&] { w.gather(buf, buf, 1, DataType::Float32, w.size()); },
+               gradwire::ErrorCode::InvalidArgument, "gather root");
+  expect_error([&] { w.reduce(buf, buf, 1, DataType::Float32, static_cast<ReduceOp>(9), 0); },
+               gradwire::ErrorCode::InvalidArgument, "reduce got ReduceOp(9)");
+  if (w.size() > 1 && w.rank() == 0) {  // recv overlaps send off the in-place position
+    expect_error([&] { w.scatter(buf, buf + 1, 1, DataType::Float32, 0); },
+                 gradwire::ErrorCode::InvalidArgument, "overlap");
+  }
+  int64_t one = 1, total = 0;
+  w.allreduce(&one, &total, 1, DataType::Int64, ReduceOp::Sum).wait();
+  EXPECT_EQ(total, w.size());
+}
+
+}  // namespace
+}  // namespace gwtest
