@@ -34,8 +34,8 @@ using transport::RequestStatus;
 // slot separates the messages one collective exchanges with one peer
 // (algorithm step x pipeline segment). Every rank computes the same slots.
 // The top bit is left out: it marks point-to-point messages (Note
-// [point-to-point] in runtime/p2p.h), whose tags are 1:1 | user tag:32 |
-// source rank:20.
+// [point-to-point] in runtime/p2p.h), whose tags are 1:1 | payload:1 |
+// user tag:32 | source rank:20.
 inline constexpr int kSeqBits = 23;
 inline constexpr int kRankBits = 20;
 inline constexpr int kSlotBits = 20;
@@ -48,6 +48,7 @@ inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
 }
 
 inline constexpr uint64_t kP2pBit = uint64_t{1} << 63;
+inline constexpr uint64_t kPayloadBit = uint64_t{1} << 62;
 inline uint64_t make_p2p_tag(uint32_t tag, int src_rank) {
   return kP2pBit | (uint64_t(tag) << kRankBits) | uint64_t(uint32_t(src_rank));
 }

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "base/errors.h"
 #include "base/logging.h"
 #include "collectives/context.h"
@@ -58,19 +61,16 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
                   is_send ? "to" : "from", peer, tag, count, to_string(dtype)),
       comm_.options.timeout);
   item->state = state;
-  const int src = is_send ? rank : peer;
-  const uint64_t wire_tag = collectives::make_p2p_tag(tag, src);
-  comm_.engine().submit(state, [this, item, is_send, buf, bytes, peer, wire_tag](
-                                   detail::WorkState& work) {
-    comm_.check_usable(is_send ? "send" : "recv");
+  item->is_send = is_send;
+  item->buf = buf;
+  item->bytes = bytes;
+  item->peer = peer;
+  item->tag = collectives::make_p2p_tag(tag, is_send ? rank : peer);
+  comm_.engine().submit(state, [this, item](detail::WorkState& work) {
+    comm_.check_usable(item->is_send ? "send" : "recv");
     item->deadline = Deadline::after(comm_.options.timeout);
-    transport::Transport& t = *comm_.transport;
     try {
-      if (is_send) {
-        t.isend(item->req, peer, buf, bytes, wire_tag, item->deadline);
-      } else {
-        t.irecv(item->req, peer, buf, bytes, wire_tag, item->deadline);
-      }
+      start(*item);
     } catch (const Error& e) {
       const std::string reason = fmt::format("{}: {}", work.description(), e.message());
       comm_.fail(reason, e.code());
@@ -82,41 +82,87 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   return Work(state);
 }
 
-bool PointToPoint::complete(Op& op) {
-  const transport::Request& req = op.req;
-  detail::WorkState& state = *op.state;
-  if (req.state == transport::Request::State::Done &&
-      (req.is_send || req.received == req.length)) {
-    state.finish(nullptr);
+void PointToPoint::start(Op& op) {
+  transport::Transport& t = *comm_.transport;
+  if (!op.is_send) {
+    t.irecv(op.header_req, op.peer, op.header, sizeof(op.header), op.tag, op.deadline);
+    return;
+  }
+  const uint64_t length = op.bytes;
+  std::memcpy(op.header, &length, 8);
+  const bool inline_data = op.bytes <= kInlineBytes;
+  if (inline_data && op.bytes > 0) std::memcpy(op.header + 8, op.buf, op.bytes);
+  t.isend(op.header_req, op.peer, op.header, 8 + (inline_data ? op.bytes : 0), op.tag,
+          op.deadline);
+  if (!inline_data) {
+    t.isend(op.payload_req, op.peer, op.buf, op.bytes, op.tag | collectives::kPayloadBit,
+            op.deadline);
+    op.payload_posted = true;
+  }
+}
+
+void PointToPoint::fail(Op& op, ErrorCode code, const std::string& reason) {
+  comm_.fail(reason, code);
+  op.state->finish(std::make_exception_ptr(Error(code, reason)));
+}
+
+void PointToPoint::failed_request(Op& op, const transport::Request& req) {
+  const std::string& what = op.state->description();
+  if (comm_.aborted()) {
+    // Cancelled because the communicator failed (this or another operation).
+    fail(op, ErrorCode::Aborted, fmt::format("{} did not complete: {}", what, comm_.abort_reason()));
+  } else if (req.status == transport::RequestStatus::PeerLost) {
+    fail(op, ErrorCode::PeerLost,
+         fmt::format("{}: the connection to rank {} broke ({}); likely cause: that rank exited or "
+                     "its host is unreachable", what, op.peer, req.error));
+  } else {
+    fail(op, ErrorCode::Transport, fmt::format("{}: {}", what, req.error));
+  }
+}
+
+bool PointToPoint::advance(Op& op, bool may_post_payload) {
+  using State = transport::Request::State;
+  if (op.header_req.state == State::Failed) {
+    failed_request(op, op.header_req);
     return true;
   }
-  ErrorCode code = ErrorCode::Transport;
-  std::string reason;
-  if (req.state == transport::Request::State::Done) {
-    code = ErrorCode::Mismatch;
-    reason = fmt::format("{}: the message has {} bytes, but {} were expected; likely cause: the "
-                         "ranks disagree on the message's size", state.description(),
-                         req.received, req.length);
-  } else if (req.status == transport::RequestStatus::Truncated) {
-    code = ErrorCode::Mismatch;
-    reason = fmt::format("{}: the message is longer than the {} bytes expected; likely cause: "
-                         "the ranks disagree on the message's size", state.description(),
-                         req.length);
-  } else if (comm_.aborted()) {
-    // Cancelled because the communicator failed (this or another operation).
-    code = ErrorCode::Aborted;
-    reason = fmt::format("{} did not complete: {}", state.description(), comm_.abort_reason());
-  } else if (req.status == transport::RequestStatus::PeerLost) {
-    code = ErrorCode::PeerLost;
-    reason = fmt::format("{}: the connection to rank {} broke ({}); likely cause: that rank "
-                         "exited or its host is unreachable", state.description(), req.peer,
-                         req.error);
-  } else {
-    reason = fmt::format("{}: {}", state.description(), req.error);
+  if (op.payload_req.state == State::Failed) {
+    failed_request(op, op.payload_req);
+    return true;
   }
-  comm_.fail(reason, code);
-  state.finish(std::make_exception_ptr(Error(code, reason)));
-  return false;
+  if (op.header_req.state != State::Done) return false;
+  if (!op.is_send && !op.payload_posted) {
+    uint64_t length = 0;
+    if (op.header_req.received >= 8) std::memcpy(&length, op.header, 8);
+    const bool inline_data = length <= kInlineBytes;
+    if (op.header_req.received < 8 || length != op.bytes ||
+        op.header_req.received != 8 + (inline_data ? length : 0)) {
+      fail(op, ErrorCode::Mismatch,
+           fmt::format("{}: the message has {} bytes, but {} were expected; likely cause: the "
+                       "ranks disagree on the message's size", op.state->description(), length,
+                       op.bytes));
+      return true;
+    }
+    if (inline_data) {
+      if (length > 0) std::memcpy(op.buf, op.header + 8, length);
+      op.state->finish(nullptr);
+      return true;
+    }
+    // Payload receives are posted in the order of their headers, so each
+    // takes its own message (Note [point-to-point]).
+    if (!may_post_payload) return false;
+    try {
+      comm_.transport->irecv(op.payload_req, op.peer, op.buf, op.bytes,
+                             op.tag | collectives::kPayloadBit, op.deadline);
+    } catch (const Error& e) {
+      fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()));
+      return true;
+    }
+    op.payload_posted = true;
+  }
+  if (op.payload_posted && op.payload_req.state != State::Done) return false;
+  op.state->finish(nullptr);
+  return true;
 }
 
 bool PointToPoint::poll() {
@@ -126,26 +172,34 @@ bool PointToPoint::poll() {
     // Note [interrupting a collective]: another rank failed.
     comm_.fail(job::failure_reason(), ErrorCode(job::failure_code().load()));
   }
+  // Receives whose payload cannot be posted yet: an earlier receive from the
+  // same peer with the same tag has not read its header.
+  std::vector<uint64_t> waiting;
   size_t kept = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     Op& op = *pending_[i];
-    if (!op.req.done() && op.deadline.expired()) {
-      const std::string reason = fmt::format(
-          "Timed out: {} did not complete within {:.1f} s; likely cause: rank {} did not post "
-          "the matching {} (or posted it with another tag), or it is stalled or dead",
-          op.state->description(), std::chrono::duration<double>(comm_.options.timeout).count(),
-          op.req.peer, op.req.is_send ? "recv" : "send");
-      comm_.fail(reason, ErrorCode::Timeout);  // cancels every outstanding transfer
-      op.state->finish(std::make_exception_ptr(Error(ErrorCode::Timeout, reason)));
-      // Kept while the transport may still point at the request.
-      if (!op.req.done()) abandoned_.push_back(std::move(pending_[i]));
-      continue;
+    const auto stream = op.tag ^ uint64_t(op.is_send) << 61;
+    const bool in_order = std::find(waiting.begin(), waiting.end(), stream) == waiting.end();
+    if (!advance(op, in_order)) {
+      if (op.deadline.expired()) {
+        fail(op, ErrorCode::Timeout,
+             fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: rank {} "
+                         "did not post the matching {} (or posted it with another tag), or it "
+                         "is stalled or dead", op.state->description(),
+                         std::chrono::duration<double>(comm_.options.timeout).count(), op.peer,
+                         op.is_send ? "recv" : "send"));
+      } else {
+        if (!op.is_send && !op.payload_posted) waiting.push_back(stream);
+        pending_[kept++] = std::move(pending_[i]);
+        continue;
+      }
     }
-    if (op.req.done()) {
-      complete(op);
-      continue;
+    // Finished. Kept while the transport may still point at its requests
+    // (a cancellation the provider did not confirm).
+    if (op.header_req.state == transport::Request::State::Pending ||
+        op.payload_req.state == transport::Request::State::Pending) {
+      abandoned_.push_back(std::move(pending_[i]));
     }
-    pending_[kept++] = std::move(pending_[i]);
   }
   pending_.resize(kept);
   return !pending_.empty();
@@ -160,7 +214,10 @@ void PointToPoint::drop() {
     op->state->finish(std::make_exception_ptr(Error(
         ErrorCode::Aborted, fmt::format("{} did not complete: the communicator was destroyed "
                                         "first", op->state->description()))));
-    if (!op->req.done()) abandoned_.push_back(std::move(op));
+    if (op->header_req.state == transport::Request::State::Pending ||
+        op->payload_req.state == transport::Request::State::Pending) {
+      abandoned_.push_back(std::move(op));
+    }
   }
   pending_.clear();
 }

@@ -13,11 +13,19 @@
 // - Matching. Messages from one sender with one tag arrive in the order
 //   they were sent (the transport orders sends with one tag: FI_ORDER_SAS),
 //   and a receive takes the first message of its (source, tag) pair. The
-//   transport tag is kP2pBit | tag:32 | source rank:20 (Note [tags] in
-//   collectives/context.h), so messages never match a collective's.
+//   transport tag is kP2pBit | payload:1 | tag:32 | source rank:20 (Note
+//   [tags] in collectives/context.h), so messages never match a
+//   collective's; headers and payloads are two streams, each in order.
 // - Completion. The engine's poller (Engine::set_poller) finishes each
 //   Work when its request is done, after every task and, while anything is
 //   outstanding, in the idle loop.
+// - Sizes. A message is a header (its length, and the data itself up to
+//   kInlineBytes) and, for longer messages, the payload. The receiver posts
+//   the payload's receive only once the header said the length it expects:
+//   a message of another length is a Mismatch naming both, and never a
+//   truncated receive (libfabric 1.17's shm provider never completes a
+//   truncated large receive: its engine thread hung until the deadline).
+//   Small messages, the latency-bound ones, stay one message.
 // - Failure, as for collectives (Note [a failed collective aborts its
 //   communicator]): a receive whose message has a different size (the
 //   ranks disagree: Mismatch), a broken connection (PeerLost), an operation
@@ -35,6 +43,7 @@
 
 #include "base/deadline.h"
 #include "base/work_state.h"
+#include "gradwire/error.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
 #include "transport/transport.h"
@@ -60,14 +69,28 @@ class PointToPoint {
   void drop();
 
  private:
+  static constexpr size_t kInlineBytes = 56;
   struct Op {
-    transport::Request req;
+    transport::Request header_req, payload_req;
+    // The length, then up to kInlineBytes of data (Note [point-to-point]).
+    alignas(8) std::byte header[8 + kInlineBytes];
     std::shared_ptr<detail::WorkState> state;
     Deadline deadline = Deadline::never();  // set when posted
+    bool is_send = false, payload_posted = false;
+    void* buf = nullptr;
+    size_t bytes = 0;
+    int peer = -1;
+    uint64_t tag = 0;  // the header's wire tag; the payload's adds kPayloadBit
   };
   Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
-  // Finishes `op` from its request; false if the request failed.
-  bool complete(Op& op);
+  // Engine thread: posts the header (and a send's payload).
+  void start(Op& op);
+  // Advances `op`; true once it is finished (its Work is complete).
+  bool advance(Op& op, bool may_post_payload);
+  // Fails the communicator and `op` with `reason`.
+  void fail(Op& op, ErrorCode code, const std::string& reason);
+  // An error for a failed request of `op`.
+  void failed_request(Op& op, const transport::Request& req);
 
   CommunicatorImpl& comm_;
   // Engine thread only. Owned by address: the transport points at `req`.

@@ -21,6 +21,11 @@
 //                              Timeout naming rank R
 //   fault_test no-secret R     likewise for a rank without a secret
 //                              (gwlaunch --no-secret R)
+//   fault_test p2p-mismatch COUNT short|long   a receive of the wrong size:
+//                              Mismatch on the receiver, an error on the rest
+//   fault_test p2p-no-sender   a receive nobody sends to: Timeout naming the
+//                              peer and the tag
+//   fault_test p2p-peer-dies   the sender dies: Timeout or PeerLost
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -231,6 +236,59 @@ int main(int argc, char** argv) {
         return judge("mismatch", &e, {ErrorCode::Transport}, {"allreduce #", "different counts"}, t0);
       }
       return judge("mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Timeout}, {"allreduce #"}, t0);
+    }
+  }
+
+  // Note [point-to-point] in runtime/p2p.h: rank 1 receives COUNT floats
+  // from rank 0, which sends COUNT/2 ("short") or 2*COUNT ("long"): the
+  // receiver fails with Mismatch naming the sizes; every other rank's next
+  // collective fails (the receiver's failure is reported to the job).
+  if (mode == "p2p-mismatch") {
+    const size_t count = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1000;
+    const bool longer = argc > 3 && std::string(argv[3]) == "long";
+    std::vector<float> data(longer ? 2 * count : count, 1.0f);
+    try {
+      if (rank == 0) comm->send(data.data(), longer ? 2 * count : count / 2, DataType::Float32, 1, 4).wait();
+      if (rank == 1) comm->recv(data.data(), count, DataType::Float32, 0, 4).wait();
+      comm->barrier().wait();
+      return judge("p2p-mismatch", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      if (rank == 1) {
+        return judge("p2p-mismatch", &e, {ErrorCode::Mismatch},
+                     {"recv from rank 0 (tag 4", "disagree on the message's size"}, t0);
+      }
+      return judge("p2p-mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Aborted}, {"rank 1"}, t0);
+    }
+  }
+
+  // Rank 1 waits for a message rank 0 never sends (rank 0 stays alive past
+  // the deadline): Timeout naming the peer and the tag, within the deadline.
+  if (mode == "p2p-no-sender") {
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s() + 2));
+      return 0;
+    }
+    if (rank != 1) return 0;
+    try {
+      comm->recv(buf.data(), buf.size(), DataType::Float32, 0, 5).wait();
+      return judge("p2p-no-sender", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge("p2p-no-sender", &e, {ErrorCode::Timeout},
+                   {"Timed out", "recv from rank 0 (tag 5", "rank 0 did not post"}, t0);
+    }
+  }
+
+  // Rank 0 dies while rank 1 waits for its message: Timeout or PeerLost.
+  if (mode == "p2p-peer-dies") {
+    comm->barrier().wait();
+    if (rank == 0) raise(SIGKILL);
+    if (rank != 1) return 0;
+    try {
+      comm->recv(buf.data(), buf.size(), DataType::Float32, 0, 6).wait();
+      return judge("p2p-peer-dies", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      return judge("p2p-peer-dies", &e, {ErrorCode::Timeout, ErrorCode::PeerLost},
+                   {"recv from rank 0 (tag 6"}, t0);
     }
   }
 
