@@ -21,6 +21,7 @@
 
 #include "../rendezvous.h"
 #include "backend.h"
+#include "c10d_helpers.h"
 #include "gradwire/device_stream.h"
 #include "gradwire/error.h"
 #include "gradwire/types.h"
@@ -29,8 +30,7 @@ namespace gradwire::python {
 
 namespace py = pybind11;
 
-namespace {
-
+// The helpers of c10d_helpers.h.
 [[noreturn]] void invalid(const std::string& msg) {
   throw Error(ErrorCode::InvalidArgument, msg);
 }
@@ -44,11 +44,42 @@ DataType to_dtype(const at::Tensor& t, const std::string& what) {
     case at::kInt: return DataType::Int32;
     case at::kLong: return DataType::Int64;
     case at::kByte: return DataType::UInt8;
+    // Note [complex as pairs of reals]: as Gloo and NCCL do.
+    case at::kComplexFloat: return DataType::Float32;
+    case at::kComplexDouble: return DataType::Float64;
+    case at::kComplexHalf: return DataType::Float16;
     default:
       invalid(what + ": dtype " + std::string(c10::toString(t.scalar_type())) +
               " is not supported by the gradwire backend (float32/64, float16, bfloat16, "
-              "int32/64, uint8)");
+              "int32/64, uint8, complex64/128, complex32)");
   }
+}
+
+ReduceOp to_op(const c10d::ReduceOp& op, const std::string& what) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return ReduceOp::Sum;
+    case c10d::ReduceOp::AVG: return ReduceOp::Avg;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::Prod;
+    case c10d::ReduceOp::MIN: return ReduceOp::Min;
+    case c10d::ReduceOp::MAX: return ReduceOp::Max;
+    default:
+      invalid(what + ": reduce op " + std::to_string(int(op.op_)) +
+              " is not supported (SUM, AVG, PRODUCT, MIN, MAX)");
+  }
+}
+
+// Note [complex as pairs of reals]: a complex tensor of n elements is 2n
+// reals to gradwire; sums and averages are the same element by element, so
+// only SUM and AVG are accepted for it (as in Gloo).
+size_t count_of(const at::Tensor& t) { return size_t(t.numel()) * (t.is_complex() ? 2 : 1); }
+
+ReduceOp to_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
+  const ReduceOp r = to_op(op, what);
+  if (t.is_complex() && r != ReduceOp::Sum && r != ReduceOp::Avg) {
+    invalid(what + ": reduce op " + std::string(to_string(r)) + " is not defined for complex "
+            "tensors (SUM and AVG are)");
+  }
+  return r;
 }
 
 void check_tensor(const at::Tensor& t, const std::string& what) {
@@ -64,25 +95,17 @@ void check_tensor(const at::Tensor& t, const std::string& what) {
   (void)to_dtype(t, what);
 }
 
+void* current_stream(const at::Tensor& t) {
+  if (!t.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(t.device().type())->getStream(t.device()).native_handle();
+}
+
 const at::Tensor& single(std::vector<at::Tensor>& tensors, const std::string& what) {
   if (tensors.size() != 1) {
     invalid(what + ": expected one tensor per process, got " + std::to_string(tensors.size()));
   }
   check_tensor(tensors[0], what);
   return tensors[0];
-}
-
-ReduceOp to_op(const c10d::ReduceOp& op, const std::string& what) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp::Sum;
-    case c10d::ReduceOp::AVG: return ReduceOp::Avg;
-    case c10d::ReduceOp::PRODUCT: return ReduceOp::Prod;
-    case c10d::ReduceOp::MIN: return ReduceOp::Min;
-    case c10d::ReduceOp::MAX: return ReduceOp::Max;
-    default:
-      invalid(what + ": reduce op " + std::to_string(int(op.op_)) +
-              " is not supported (SUM, AVG, PRODUCT, MIN, MAX)");
-  }
 }
 
 void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
@@ -99,6 +122,8 @@ void numel_is(const at::Tensor& t, int64_t expected, const std::string& what,
             std::to_string(expected));
   }
 }
+
+namespace {
 
 // Note [interruptible wait] (python/src/common.cpp) for c10d's Work.wait,
 // which torch's binding calls with the GIL released: between slices the
@@ -126,10 +151,6 @@ std::optional<c10::Device> cuda_device_of(const std::vector<at::Tensor>& tensors
   return std::nullopt;
 }
 
-void* current_stream(const at::Tensor& t) {
-  if (!t.is_cuda()) return nullptr;
-  return c10::impl::getDeviceGuardImpl(t.device().type())->getStream(t.device()).native_handle();
-}
 
 // A c10d Work over a gradwire Work. `finish` (copying results out of a
 // staging buffer) runs on gradwire's engine thread as the Work completes,
@@ -239,10 +260,12 @@ class GradwireWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> make_work(int rank, c10d::OpType type, gradwire::Work work,
                                          std::vector<at::Tensor> outputs,
                                          std::vector<at::Tensor> keep_alive,
-                                         std::function<void()> finish = {}) {
+                                         std::function<void()> finish) {
   return c10::make_intrusive<GradwireWork>(rank, type, std::move(work), std::move(outputs),
                                            std::move(keep_alive), std::move(finish));
 }
@@ -250,8 +273,6 @@ c10::intrusive_ptr<c10d::Work> make_work(int rank, c10d::OpType type, gradwire::
 std::string name(const Communicator& c, const char* op) {
   return "gradwire backend rank " + std::to_string(c.rank()) + ": " + op;
 }
-
-}  // namespace
 
 // Note [communicators at exit]: torch.distributed.destroy_process_group
 // only drops torch's references; a group's Backend lives on while anything
@@ -358,7 +379,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::broadcast(std::vector<at::Tensor
   const at::Tensor& t = single(tensors, what);
   if (opts.rootTensor != 0) invalid(what + ": rootTensor must be 0");
   DeviceStreamScope scope(current_stream(t));
-  auto w = comm->broadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
+  auto w = comm->broadcast(t.data_ptr(), t.data_ptr(), count_of(t), to_dtype(t, what),
                             int(opts.rootRank));
   return make_work(rank_, c10d::OpType::BROADCAST, std::move(w), tensors, tensors);
 }
@@ -369,8 +390,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce(std::vector<at::Tensor
   const std::string what = name(*comm, "allreduce");
   const at::Tensor& t = single(tensors, what);
   DeviceStreamScope scope(current_stream(t));
-  auto w = comm->allreduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), to_dtype(t, what),
-                            to_op(opts.reduceOp, what));
+  auto w = comm->allreduce(t.data_ptr(), t.data_ptr(), count_of(t), to_dtype(t, what),
+                            to_op(opts.reduceOp, t, what));
   return make_work(rank_, c10d::OpType::ALLREDUCE, std::move(w), tensors, tensors);
 }
 
@@ -383,7 +404,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_allgather_base(
   same_dtype(input, output, what);
   numel_is(output, input.numel() * size_, what, "output (world size x input)");
   DeviceStreamScope scope(current_stream(input));
-  auto w = comm->allgather(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
+  auto w = comm->allgather(input.data_ptr(), output.data_ptr(), count_of(output),
                             to_dtype(output, what));
   return make_work(rank_, c10d::OpType::_ALLGATHER_BASE, std::move(w), {output}, {input, output});
 }
@@ -405,7 +426,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather(
   // Gathered into one staging buffer, copied out as the Work completes.
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
   DeviceStreamScope scope(current_stream(in));
-  auto w = comm->allgather(in.data_ptr(), flat.data_ptr(), size_t(flat.numel()),
+  auto w = comm->allgather(in.data_ptr(), flat.data_ptr(), count_of(flat),
                             to_dtype(in, what));
   std::vector<at::Tensor> outs = outputs[0];
   auto finish = [flat, outs, n = in.numel()]() mutable {
@@ -426,8 +447,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::_reduce_scatter_base(
   same_dtype(input, output, what);
   numel_is(input, output.numel() * size_, what, "input (world size x output)");
   DeviceStreamScope scope(current_stream(input));
-  auto w = comm->reduce_scatter(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
-                                 to_dtype(input, what), to_op(opts.reduceOp, what));
+  auto w = comm->reduce_scatter(input.data_ptr(), output.data_ptr(), count_of(input),
+                                 to_dtype(input, what), to_op(opts.reduceOp, input, what));
   return make_work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, std::move(w), {output},
                    {input, output});
 }
@@ -452,8 +473,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce_scatter(
     flat.narrow(0, int64_t(r) * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
   }
   DeviceStreamScope scope(current_stream(flat));
-  auto w = comm->reduce_scatter(flat.data_ptr(), out.data_ptr(), size_t(flat.numel()),
-                                 to_dtype(out, what), to_op(opts.reduceOp, what));
+  auto w = comm->reduce_scatter(flat.data_ptr(), out.data_ptr(), count_of(flat),
+                                 to_dtype(out, what), to_op(opts.reduceOp, out, what));
   return make_work(rank_, c10d::OpType::REDUCE_SCATTER, std::move(w), {out}, {flat, out});
 }
 
@@ -480,7 +501,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall_base(
     }
   }
   DeviceStreamScope scope(current_stream(input));
-  auto w = comm->alltoall(input.data_ptr(), output.data_ptr(), size_t(input.numel() / size_),
+  auto w = comm->alltoall(input.data_ptr(), output.data_ptr(), count_of(input) / size_t(size_),
                            to_dtype(input, what));
   return make_work(rank_, c10d::OpType::ALLTOALL_BASE, std::move(w), {output}, {input, output});
 }
@@ -506,7 +527,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::alltoall(std::vector<at::Tensor>
   at::Tensor recv = at::empty({n * size_}, inputs[0].options());
   for (int r = 0; r < size_; ++r) send.narrow(0, int64_t(r) * n, n).copy_(inputs[r].view({-1}));
   DeviceStreamScope scope(current_stream(send));
-  auto w = comm->alltoall(send.data_ptr(), recv.data_ptr(), size_t(n), to_dtype(send, what));
+  auto w = comm->alltoall(send.data_ptr(), recv.data_ptr(), count_of(send) / size_t(size_),
+                          to_dtype(send, what));
   std::vector<at::Tensor> outs = outputs;
   auto finish = [recv, outs, n]() mutable {
     for (size_t r = 0; r < outs.size(); ++r) {
