@@ -122,6 +122,11 @@ class GRADWIRE_API Communicator {
   // Host memory only (for now).
   Work send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
   Work recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag = 0);
+  // A receive from whichever rank's message with `tag` is matched first
+  // (MPI_ANY_SOURCE; torch's recv with src=None). `*source`, if given, is set
+  // to the sender before the Work completes.
+  Work recv_any(void* buf, size_t count, DataType dtype, uint32_t tag = 0,
+                int* source = nullptr);
 
   // Fails every pending and future collective with Aborted and cancels every
   // outstanding transfer, so no user buffer is written after it returns.

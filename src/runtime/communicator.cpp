@@ -531,7 +531,16 @@ Work Communicator::send(const void* buf, size_t count, DataType dtype, int peer,
 }
 
 Work Communicator::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
+  if (peer == PointToPoint::kAnySource) {  // -1 is "not a rank" here, as in send
+    raise(ErrorCode::InvalidArgument, "rank {}: recv from rank -1, which is not a rank of this "
+          "communicator (size {}); use recv_any for a receive from any rank", impl_->rank,
+          impl_->size);
+  }
   return impl_->p2p().recv(buf, count, dtype, peer, tag);
+}
+
+Work Communicator::recv_any(void* buf, size_t count, DataType dtype, uint32_t tag, int* source) {
+  return impl_->p2p().recv(buf, count, dtype, PointToPoint::kAnySource, tag, source);
 }
 
 }  // namespace gradwire

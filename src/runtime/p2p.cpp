@@ -19,22 +19,24 @@ namespace gradwire {
 PointToPoint::PointToPoint(CommunicatorImpl& comm) : comm_(comm) {}
 
 Work PointToPoint::send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
-  return post(true, const_cast<void*>(buf), count, dtype, peer, tag);
+  return post(true, const_cast<void*>(buf), count, dtype, peer, tag, nullptr);
 }
 
-Work PointToPoint::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
-  return post(false, buf, count, dtype, peer, tag);
+Work PointToPoint::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+                        int* source) {
+  return post(false, buf, count, dtype, peer, tag, source);
 }
 
 Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, int peer,
-                        uint32_t tag) {
+                        uint32_t tag, int* source) {
   const int rank = comm_.rank;
   const char* op = is_send ? "send" : "recv";
   if (static_cast<size_t>(dtype) >= std::size(kAllDataTypes)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got DataType({}), which is not a data type",
           rank, op, int(dtype));
   }
-  if (peer < 0 || peer >= comm_.size) {
+  const bool any_source = !is_send && peer == kAnySource;
+  if (!any_source && (peer < 0 || peer >= comm_.size)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} {} rank {}, which is not a rank of this "
           "communicator (size {})", rank, op, is_send ? "to" : "from", peer, comm_.size);
   }
@@ -56,16 +58,21 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   // Formatted now, unlike a collective's (Note [descriptions on demand]):
   // there is no sequence number to format it from later.
   auto state = std::make_shared<detail::WorkState>(
-      fmt::format("rank {}{}: {} {} rank {} (tag {}, {} x {})", rank,
+      fmt::format("rank {}{}: {} {} {} (tag {}, {} x {})", rank,
                   comm_.name == "world" ? "" : fmt::format(" of {}", comm_.name), op,
-                  is_send ? "to" : "from", peer, tag, count, to_string(dtype)),
+                  is_send ? "to" : "from",
+                  any_source ? std::string("any rank") : fmt::format("rank {}", peer), tag, count,
+                  to_string(dtype)),
       comm_.options.timeout);
   item->state = state;
   item->is_send = is_send;
   item->buf = buf;
   item->bytes = bytes;
   item->peer = peer;
-  item->tag = collectives::make_p2p_tag(tag, is_send ? rank : peer);
+  item->source = source;
+  // An any-source receive's header tag has source 0; the source bits are
+  // ignored when matching (start()).
+  item->tag = collectives::make_p2p_tag(tag, is_send ? rank : std::max(peer, 0));
   comm_.engine().submit(state, [this, item](detail::WorkState& work) {
     comm_.check_usable(item->is_send ? "send" : "recv");
     item->deadline = Deadline::after(comm_.options.timeout);
@@ -85,14 +92,22 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
 void PointToPoint::start(Op& op) {
   transport::Transport& t = *comm_.transport;
   if (!op.is_send) {
-    t.irecv(op.header_req, op.peer, op.header, sizeof(op.header), op.tag, op.deadline);
+    if (op.peer == kAnySource) {
+      t.irecv_any(op.header_req, op.header, sizeof(op.header), op.tag,
+                  (uint64_t{1} << collectives::kRankBits) - 1, op.deadline);
+    } else {
+      t.irecv(op.header_req, op.peer, op.header, sizeof(op.header), op.tag, op.deadline);
+    }
     return;
   }
   const uint64_t length = op.bytes;
+  const int32_t me = comm_.rank;
+  std::memset(op.header, 0, kHeaderBytes);
   std::memcpy(op.header, &length, 8);
+  std::memcpy(op.header + 8, &me, 4);
   const bool inline_data = op.bytes <= kInlineBytes;
-  if (inline_data && op.bytes > 0) std::memcpy(op.header + 8, op.buf, op.bytes);
-  t.isend(op.header_req, op.peer, op.header, 8 + (inline_data ? op.bytes : 0), op.tag,
+  if (inline_data && op.bytes > 0) std::memcpy(op.header + kHeaderBytes, op.buf, op.bytes);
+  t.isend(op.header_req, op.peer, op.header, kHeaderBytes + (inline_data ? op.bytes : 0), op.tag,
           op.deadline);
   if (!inline_data) {
     t.isend(op.payload_req, op.peer, op.buf, op.bytes, op.tag | collectives::kPayloadBit,
@@ -133,10 +148,21 @@ bool PointToPoint::advance(Op& op, bool may_post_payload) {
   if (op.header_req.state != State::Done) return false;
   if (!op.is_send && !op.payload_posted) {
     uint64_t length = 0;
-    if (op.header_req.received >= 8) std::memcpy(&length, op.header, 8);
+    int32_t sender = -1;
+    const bool whole = op.header_req.received >= kHeaderBytes;
+    if (whole) {
+      std::memcpy(&length, op.header, 8);
+      std::memcpy(&sender, op.header + 8, 4);
+    }
+    if (whole && op.peer == kAnySource && sender >= 0 && sender < comm_.size) {
+      // From now on a receive from that rank: its payload carries its tag.
+      op.peer = sender;
+      op.tag = (op.tag & ~((uint64_t{1} << collectives::kRankBits) - 1)) | uint64_t(sender);
+      if (op.source) *op.source = sender;
+    }
     const bool inline_data = length <= kInlineBytes;
-    if (op.header_req.received < 8 || length != op.bytes ||
-        op.header_req.received != 8 + (inline_data ? length : 0)) {
+    if (!whole || sender != op.peer || length != op.bytes ||
+        op.header_req.received != kHeaderBytes + (inline_data ? length : 0)) {
       fail(op, ErrorCode::Mismatch,
            fmt::format("{}: the message has {} bytes, but {} were expected; likely cause: the "
                        "ranks disagree on the message's size", op.state->description(), length,
@@ -144,7 +170,7 @@ bool PointToPoint::advance(Op& op, bool may_post_payload) {
       return true;
     }
     if (inline_data) {
-      if (length > 0) std::memcpy(op.buf, op.header + 8, length);
+      if (length > 0) std::memcpy(op.buf, op.header + kHeaderBytes, length);
       op.state->finish(nullptr);
       return true;
     }
@@ -178,18 +204,27 @@ bool PointToPoint::poll() {
   size_t kept = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     Op& op = *pending_[i];
-    const auto stream = op.tag ^ uint64_t(op.is_send) << 61;
-    const bool in_order = std::find(waiting.begin(), waiting.end(), stream) == waiting.end();
+    // Streams of receives: (tag, source), and (tag, any) for any-source
+    // receives whose header has not come yet, which hold back every source.
+    constexpr uint64_t kSourceBits = (uint64_t{1} << collectives::kRankBits) - 1;
+    const uint64_t any_stream = (op.tag & ~kSourceBits) | kSourceBits;
+    const bool in_order =
+        std::find(waiting.begin(), waiting.end(), op.tag) == waiting.end() &&
+        std::find(waiting.begin(), waiting.end(), any_stream) == waiting.end();
     if (!advance(op, in_order)) {
       if (op.deadline.expired()) {
         fail(op, ErrorCode::Timeout,
-             fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: rank {} "
+             fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: {} "
                          "did not post the matching {} (or posted it with another tag), or it "
                          "is stalled or dead", op.state->description(),
-                         std::chrono::duration<double>(comm_.options.timeout).count(), op.peer,
+                         std::chrono::duration<double>(comm_.options.timeout).count(),
+                         op.peer == kAnySource ? std::string("no rank")
+                                               : fmt::format("rank {}", op.peer),
                          op.is_send ? "recv" : "send"));
       } else {
-        if (!op.is_send && !op.payload_posted) waiting.push_back(stream);
+        if (!op.is_send && !op.payload_posted) {
+          waiting.push_back(op.peer == kAnySource ? any_stream : op.tag);
+        }
         pending_[kept++] = std::move(pending_[i]);
         continue;
       }

@@ -25,7 +25,10 @@
 //   a message of another length is a Mismatch naming both, and never a
 //   truncated receive (libfabric 1.17's shm provider never completes a
 //   truncated large receive: its engine thread hung until the deadline).
-//   Small messages, the latency-bound ones, stay one message.
+//   Small messages, the latency-bound ones, stay one message. The header
+//   also names the sender, so a receive from any source (torch's recv with
+//   src=None) matches headers whatever their source bits and then takes
+//   the payload from the rank that sent the header.
 // - Failure, as for collectives (Note [a failed collective aborts its
 //   communicator]): a receive whose message has a different size (the
 //   ranks disagree: Mismatch), a broken connection (PeerLost), an operation
@@ -60,7 +63,11 @@ class PointToPoint {
 
   // Caller's thread: validates (InvalidArgument at once) and queues.
   Work send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
-  Work recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
+  // peer kAnySource: from whichever rank's message with `tag` comes first;
+  // `*source` (if given) is set to the sender before the Work completes.
+  Work recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+            int* source = nullptr);
+  static constexpr int kAnySource = -1;
 
   // Engine thread (Engine::set_poller): finishes what completed; true while
   // anything is still outstanding.
@@ -69,11 +76,13 @@ class PointToPoint {
   void drop();
 
  private:
-  static constexpr size_t kInlineBytes = 56;
+  // A header: the length (8 bytes), the sender's rank (4), 4 unused, then
+  // up to kInlineBytes of data (Note [point-to-point]).
+  static constexpr size_t kHeaderBytes = 16, kInlineBytes = 48;
   struct Op {
     transport::Request header_req, payload_req;
-    // The length, then up to kInlineBytes of data (Note [point-to-point]).
-    alignas(8) std::byte header[8 + kInlineBytes];
+    alignas(8) std::byte header[kHeaderBytes + kInlineBytes];
+    int* source = nullptr;  // any-source receives: where to say who sent
     std::shared_ptr<detail::WorkState> state;
     Deadline deadline = Deadline::never();  // set when posted
     bool is_send = false, payload_posted = false;
@@ -82,7 +91,8 @@ class PointToPoint {
     int peer = -1;
     uint64_t tag = 0;  // the header's wire tag; the payload's adds kPayloadBit
   };
-  Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag);
+  Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+            int* source);
   // Engine thread: posts the header (and a send's payload).
   void start(Op& op);
   // Advances `op`; true once it is finished (its Work is complete).

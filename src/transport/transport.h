@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "base/errors.h"
 
 namespace gradwire::transport {
 
@@ -130,6 +131,16 @@ class Transport {
                      Deadline deadline, const Registration* reg = nullptr) = 0;
   virtual void irecv(Request& req, int peer, void* buf, size_t length, uint64_t tag,
                      Deadline deadline, const Registration* reg = nullptr) = 0;
+  // A receive from any peer: matches a message whose tag equals `tag` in
+  // every bit not set in `ignore` (libfabric's fi_trecv ignore mask). The
+  // request's `peer` stays -1: the caller learns the sender from the
+  // message itself (the tag does not say which bits matched). At most one
+  // message piece (max_msg_size). InvalidArgument where unsupported.
+  virtual void irecv_any(Request& req, void* buf, size_t length, uint64_t tag, uint64_t ignore,
+                         Deadline deadline) {
+    (void)req, (void)buf, (void)length, (void)tag, (void)ignore, (void)deadline;
+    raise(ErrorCode::InvalidArgument, "this transport has no receive from any peer");
+  }
   // Registers [buf, buf + length) once for many operations (Note
   // [registration handles]); nullptr where this transport registers nothing
   // (Properties::registration_required false and no Config::always_register)

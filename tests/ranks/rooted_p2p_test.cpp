@@ -3,6 +3,7 @@
 // references as the other collectives, from every root; and point-to-point
 // send/recv (Note [point-to-point]): rings, tags, ordering, sizes that the
 // transport splits, interleaving with collectives, and bad arguments.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -215,6 +216,51 @@ TEST(PointToPoint, CollectivesRunWhileAReceiveWaits) {
     EXPECT_EQ(got, 42);
   }
   w.barrier().wait();
+}
+
+// Rank 0 receives one message from every other rank with recv_any, small
+// (inside the header) and large (header, then payload), and learns who
+// sent each; then directed receives with the same tag get the next ones.
+TEST(PointToPoint, ReceiveFromAnySource) {
+  auto& w = world();
+  const int n = w.size();
+  for (size_t count : {size_t(3), size_t(100000)}) {
+    SCOPED_TRACE(::testing::Message() << "count " << count);
+    if (w.rank() == 0) {
+      std::vector<std::vector<int32_t>> got(n, std::vector<int32_t>(count, -1));
+      std::vector<int> sources(n, -1);
+      std::vector<gradwire::Work> works;
+      for (int i = 1; i < n; ++i) {
+        works.push_back(w.recv_any(got[i].data(), count, DataType::Int32, 11, &sources[i]));
+      }
+      for (auto& r : works) r.wait();
+      std::vector<int> seen;
+      for (int i = 1; i < n; ++i) {
+        ASSERT_GE(sources[i], 1);
+        ASSERT_LT(sources[i], n);
+        seen.push_back(sources[i]);
+        EXPECT_EQ(got[i], std::vector<int32_t>(count, sources[i] * 7)) << "from " << sources[i];
+      }
+      std::sort(seen.begin(), seen.end());
+      EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "a sender counted twice";
+      w.barrier().wait();
+      for (int i = 1; i < n; ++i) {
+        std::vector<int32_t> second(count, -1);
+        w.recv(second.data(), count, DataType::Int32, i, 11).wait();
+        EXPECT_EQ(second, std::vector<int32_t>(count, i * 7 + 1));
+      }
+    } else {
+      // The second message only after rank 0 took every first one: an
+      // any-source receive may take any sender's next message.
+      std::vector<int32_t> first(count, w.rank() * 7), second(count, w.rank() * 7 + 1);
+      auto a = w.send(first.data(), count, DataType::Int32, 0, 11);
+      w.barrier().wait();
+      auto b = w.send(second.data(), count, DataType::Int32, 0, 11);
+      a.wait();
+      b.wait();
+    }
+    w.barrier().wait();
+  }
 }
 
 TEST(PointToPoint, SendToSelf) {

@@ -6,8 +6,12 @@ Runs torch.testing._internal.distributed.distributed_test's DistributedTest
 (the spawn variant, as test/distributed/test_distributed_spawn.py does) with
 BACKEND=gradwire (default) or gloo, at WORLD_SIZE ranks, CPU tests only.
 
-  python3 tests/torch_suite/distributed_suite.py [--backend gloo] [--world-size 3] \
-      [unittest args, e.g. -k test_send_recv]
+  python3 tests/torch_suite/distributed_suite.py [--backend gloo | --as-gloo] \
+      [--world-size 3] [unittest args, e.g. -k test_send_recv]
+
+--as-gloo runs gradwire under the suite's Gloo configuration: most of the
+suite's CPU tests are decorated to run only when BACKEND is "gloo" (or nccl),
+and would be skipped for any other name.
 
 Each spawned rank imports this file first, so `import gradwire.torch`
 registers the backend there too.
@@ -21,8 +25,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--backend", default=os.environ.get("BACKEND", "gradwire"))
     parser.add_argument("--world-size", default=os.environ.get("WORLD_SIZE", "2"))
+    parser.add_argument("--as-gloo", action="store_true")
     known, rest = parser.parse_known_args()
     os.environ["BACKEND"] = known.backend
+    if known.as_gloo:
+        os.environ["BACKEND"] = "gloo"
+        os.environ["GW_SUITE_AS_GLOO"] = "1"
     os.environ["WORLD_SIZE"] = str(known.world_size)
     sys.argv = [sys.argv[0]] + rest
 os.environ.setdefault("BACKEND", "gradwire")
@@ -31,7 +39,37 @@ os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="gw_suite_"))
 # CPU only: the suite's CUDA tests need a GPU per rank.
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-if os.environ["BACKEND"] == "gradwire":
+if os.environ.get("GW_SUITE_AS_GLOO") == "1":
+    # --as-gloo: the suite believes it runs Gloo (BACKEND=gloo, so its
+    # Gloo-only tests run), but every process group it creates is gradwire's.
+    # Tests that check the backend's name then fail on the name alone.
+    import torch.distributed as dist
+    import gradwire.torch  # noqa: F401
+
+    def _swap(backend):
+        if backend is None or str(backend).lower() == "gloo":
+            return "gradwire"
+        return backend
+
+    _init, _new_group = dist.init_process_group, dist.new_group
+
+    def _init_process_group(*args, **kwargs):
+        if len(args) > 0:
+            args = (_swap(args[0]),) + tuple(args[1:])
+        else:
+            kwargs["backend"] = _swap(kwargs.get("backend"))
+        return _init(*args, **kwargs)
+
+    def _new_group(*args, **kwargs):
+        if len(args) >= 3:  # new_group(ranks, timeout, backend, ...)
+            args = tuple(args[:2]) + (_swap(args[2]),) + tuple(args[3:])
+        elif "backend" in kwargs:
+            kwargs["backend"] = _swap(kwargs["backend"])
+        return _new_group(*args, **kwargs)
+
+    dist.init_process_group = _init_process_group
+    dist.new_group = _new_group
+elif os.environ["BACKEND"] == "gradwire":
     import gradwire.torch  # noqa: F401  registers backend="gradwire"
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402

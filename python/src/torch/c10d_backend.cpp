@@ -221,6 +221,12 @@ class GradwireWork : public c10d::Work {
     return work_.error();
   }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A receive from any source: the sender, once complete.
+  int sourceRank() const override {
+    if (!source_) return c10d::Work::sourceRank();
+    return *source_;
+  }
+  void set_source(std::shared_ptr<int> source) { source_ = std::move(source); }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   bool wait(std::chrono::milliseconds timeout) override {
@@ -258,6 +264,7 @@ class GradwireWork : public c10d::Work {
   gradwire::Work work_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<int> source_;
 };
 
 }  // namespace
@@ -268,6 +275,16 @@ c10::intrusive_ptr<c10d::Work> make_work(int rank, c10d::OpType type, gradwire::
                                          std::function<void()> finish) {
   return c10::make_intrusive<GradwireWork>(rank, type, std::move(work), std::move(outputs),
                                            std::move(keep_alive), std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> make_recv_any_work(int rank, gradwire::Work work,
+                                                  std::vector<at::Tensor> outputs,
+                                                  std::shared_ptr<int> source,
+                                                  std::function<void()> finish) {
+  auto w = c10::make_intrusive<GradwireWork>(rank, c10d::OpType::RECVANYSOURCE, std::move(work),
+                                             outputs, outputs, std::move(finish));
+  w->set_source(std::move(source));
+  return w;
 }
 
 std::string name(const Communicator& c, const char* op) {

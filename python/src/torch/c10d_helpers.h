@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,12 @@ c10::intrusive_ptr<c10d::Work> make_work(int rank, c10d::OpType type, gradwire::
                                          std::vector<at::Tensor> outputs,
                                          std::vector<at::Tensor> keep_alive,
                                          std::function<void()> finish = {});
+
+// The same for a receive from any source, whose sourceRank() is `*source`
+// once the Work completed.
+c10::intrusive_ptr<c10d::Work> make_recv_any_work(int rank, gradwire::Work work,
+                                                  std::vector<at::Tensor> outputs,
+                                                  std::shared_ptr<int> source,
+                                                  std::function<void()> finish = {});
 
 }  // namespace gradwire::python

@@ -69,10 +69,18 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::recv(std::vector<at::Tensor>& te
                    [out, host]() mutable { out.copy_(host); });
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::recvAnysource(std::vector<at::Tensor>&, int) {
+c10::intrusive_ptr<c10d::Work> GradwireBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
   const auto comm = live("recv");
-  invalid(name(*comm, "recv") + ": a receive from any source (src=None) is not supported by the "
-          "gradwire backend yet; name the source rank");
+  const std::string what = name(*comm, "recv");
+  const at::Tensor& t = single(tensors, what);
+  auto source = std::make_shared<int>(-1);
+  at::Tensor host = t.is_cuda() ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t;
+  auto w = comm->recv_any(host.data_ptr(), count_of(host), to_dtype(host, what), uint32_t(tag),
+                          source.get());
+  std::function<void()> finish;
+  if (t.is_cuda()) finish = [out = t, host]() mutable { out.copy_(host); };
+  return make_recv_any_work(rank_, std::move(w), {t}, source, std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce(std::vector<at::Tensor>& tensors,

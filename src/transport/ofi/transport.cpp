@@ -307,6 +307,15 @@ class OfiTransport final : public Transport {
     post(req, false, peer, buf, length, tag, deadline, reg);
   }
 
+  void irecv_any(Request& req, void* buf, size_t length, uint64_t tag, uint64_t ignore,
+                 Deadline deadline) override {
+    if (length > props_.max_msg_size) {
+      raise(ErrorCode::InvalidArgument, "rank {}: a receive from any peer of {} bytes exceeds "
+            "{}'s max_msg_size {}", config_.rank, length, props_.provider, props_.max_msg_size);
+    }
+    post(req, false, kAnyPeer, buf, length, tag, deadline, nullptr, ignore);
+  }
+
   RegistrationPtr register_memory(const void* buf, size_t length) override {
     if (!mr_cache_ || length == 0) return nullptr;
     // Whole pages, as the cache registers (page_expand in memory.h).
@@ -504,8 +513,10 @@ class OfiTransport final : public Transport {
     return n;
   }
 
+  static constexpr int kAnyPeer = -1;  // irecv_any
+
   void post(Request& req, bool is_send, int peer, void* buf, size_t length, uint64_t tag,
-            Deadline deadline, const Registration* reg) {
+            Deadline deadline, const Registration* reg, uint64_t ignore = 0) {
     const char* op = is_send ? "send" : "receive";
     void* reg_desc = nullptr;
     if (reg != nullptr) {
@@ -519,7 +530,8 @@ class OfiTransport final : public Transport {
       }
       reg_desc = mine->desc();
     }
-    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) {
+    const bool any_peer = !is_send && peer == kAnyPeer;
+    if (!any_peer && (peer < 0 || static_cast<size_t>(peer) >= peers_.size())) {
       raise(ErrorCode::InvalidArgument, "rank {}: {} to/from peer {} but {} ranks are connected",
             config_.rank, op, peer, peers_.size());
     }
@@ -547,7 +559,7 @@ class OfiTransport final : public Transport {
     req.peer = peer;
     req.tag = tag;
     req.length = length;
-    fi_addr_t addr = peers_[peer];
+    fi_addr_t addr = any_peer ? FI_ADDR_UNSPEC : peers_[peer];
 
     // Small sends are copied out by the provider and never complete in the
     // CQ: the request is done as soon as fi_tinject accepts it.
@@ -567,7 +579,7 @@ class OfiTransport final : public Transport {
     // Counted in full up front so that progress() driven by a retry below
     // cannot finish the request before all pieces are posted.
     req.transport_private = static_cast<int64_t>(pieces);
-    fi_addr_t src = props_.directed_recv ? addr : FI_ADDR_UNSPEC;
+    fi_addr_t src = props_.directed_recv && !any_peer ? addr : FI_ADDR_UNSPEC;
     size_t posted = 0;
     try {
       for (; posted < pieces; ++posted) {
@@ -585,7 +597,7 @@ class OfiTransport final : public Transport {
                   [&] { return fi_tsend(ep_.get(), p, len, desc, addr, tag, &ctx->fi); });
           } else {
             retry(req, "fi_trecv", deadline,
-                  [&] { return fi_trecv(ep_.get(), p, len, desc, src, tag, 0, &ctx->fi); });
+                  [&] { return fi_trecv(ep_.get(), p, len, desc, src, tag, ignore, &ctx->fi); });
           }
         } catch (...) {
           if (ctx->mr) mr_cache_->release(ctx->mr);
