@@ -40,6 +40,25 @@ struct Elem<DataType::UInt8> : NativeElem<uint8_t> {
   }
 };
 template <>
+struct Elem<DataType::Int8> : NativeElem<int8_t> {};
+template <>
+struct Elem<DataType::Int16> : NativeElem<int16_t> {};
+// Bool (types.h): 0/1 bytes; Sum is Max (or) and Prod is Min (and).
+GW_HD constexpr Op bool_op(Op op) {
+  return op == Op::Sum ? Op::Max : op == Op::Prod ? Op::Min : op;
+}
+template <>
+struct Elem<DataType::Bool> {
+  using S = uint8_t;
+  template <Op op>
+  GW_HD static S reduce(S a, S b) {
+    return apply<bool_op(op), uint8_t>(a, b);
+  }
+  // Never called: validate() refuses Avg on bool. The identity keeps the
+  // kernel tables whole.
+  GW_HD static S divide(S v, int) { return v; }
+};
+template <>
 struct Elem<DataType::Float16> {
   using S = uint16_t;
   template <Op op>

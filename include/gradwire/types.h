@@ -17,6 +17,11 @@ enum class DataType : uint8_t {
   Int32,
   Int64,
   UInt8,
+  Int8,
+  Int16,
+  // One byte, 0 or 1 (torch.bool, numpy's bool_): Sum and Max are logical
+  // or, Prod and Min logical and; Avg is refused.
+  Bool,
 };
 
 // Sum, Avg and Prod wrap around on integer overflow; Avg on integers divides
@@ -24,8 +29,8 @@ enum class DataType : uint8_t {
 enum class ReduceOp : uint8_t { Sum, Avg, Min, Max, Prod };
 
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16,
-    DataType::Int32,   DataType::Int64,   DataType::UInt8};
+    DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16, DataType::Int32,
+    DataType::Int64,   DataType::UInt8,   DataType::Int8,    DataType::Int16,    DataType::Bool};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min,
                                              ReduceOp::Max, ReduceOp::Prod};
 

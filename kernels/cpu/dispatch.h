@@ -28,7 +28,7 @@ namespace gradwire::kernels::cpu {
 
 enum class Isa : uint8_t { Scalar, Avx2, Avx512 };
 inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
-inline constexpr int kNumDataTypes = 7;  // DataType values 0..6
+inline constexpr int kNumDataTypes = 10;  // DataType values 0..9
 inline constexpr int kNumElemOps = 4;    // reduce_math.h Op: Sum, Min, Max, Prod
 
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);

@@ -50,10 +50,12 @@ inline void divide_elems(void* dst, int divisor, size_t begin, size_t end) {
     {GW_KERNEL_ROW(::gradwire::DataType::Float32), GW_KERNEL_ROW(::gradwire::DataType::Float64),        \
      GW_KERNEL_ROW(::gradwire::DataType::Float16), GW_KERNEL_ROW(::gradwire::DataType::BFloat16),       \
      GW_KERNEL_ROW(::gradwire::DataType::Int32),   GW_KERNEL_ROW(::gradwire::DataType::Int64),          \
-     GW_KERNEL_ROW(::gradwire::DataType::UInt8)},                                                       \
+     GW_KERNEL_ROW(::gradwire::DataType::UInt8),   GW_KERNEL_ROW(::gradwire::DataType::Int8),           \
+     GW_KERNEL_ROW(::gradwire::DataType::Int16),   GW_KERNEL_ROW(::gradwire::DataType::Bool)},          \
         {&divide_kernel<::gradwire::DataType::Float32>, &divide_kernel<::gradwire::DataType::Float64>,  \
          &divide_kernel<::gradwire::DataType::Float16>, &divide_kernel<::gradwire::DataType::BFloat16>, \
          &divide_kernel<::gradwire::DataType::Int32>,   &divide_kernel<::gradwire::DataType::Int64>,    \
-         &divide_kernel<::gradwire::DataType::UInt8>},                                                  \
+         &divide_kernel<::gradwire::DataType::UInt8>,   &divide_kernel<::gradwire::DataType::Int8>,     \
+         &divide_kernel<::gradwire::DataType::Int16>,   &divide_kernel<::gradwire::DataType::Bool>},    \
         &half_to_float_kernel, &float_to_half_kernel, &bf16_to_float_kernel, &float_to_bf16_kernel      \
   }

@@ -18,7 +18,8 @@ namespace {
 static_assert(static_cast<int>(DataType::Float32) == 0 && static_cast<int>(DataType::Float64) == 1 &&
                   static_cast<int>(DataType::Float16) == 2 && static_cast<int>(DataType::BFloat16) == 3 &&
                   static_cast<int>(DataType::Int32) == 4 && static_cast<int>(DataType::Int64) == 5 &&
-                  static_cast<int>(DataType::UInt8) == 6,
+                  static_cast<int>(DataType::UInt8) == 6 && static_cast<int>(DataType::Int8) == 7 &&
+                  static_cast<int>(DataType::Int16) == 8 && static_cast<int>(DataType::Bool) == 9,
               "KernelTable rows follow the DataType order");
 static_assert(static_cast<int>(Op::Sum) == 0 && static_cast<int>(Op::Min) == 1 &&
                   static_cast<int>(Op::Max) == 2 && static_cast<int>(Op::Prod) == 3,

@@ -110,6 +110,8 @@ void reduce_kernel(void* dst, const void* a, const void* b, size_t n) {
     for (; i + L <= n; i += L) store_half(d + i, vapply<op, float>(load_half(x + i), load_half(y + i)));
   } else if constexpr (dt == DataType::BFloat16) {
     for (; i + L <= n; i += L) store_bf16(d + i, vapply<op, float>(load_bf16(x + i), load_bf16(y + i)));
+  } else if constexpr (dt == DataType::Bool) {
+    reduce_native<uint8_t, bool_op(op)>(d, x, y, n, i);
   } else {
     reduce_native<S, op>(d, x, y, n, i);
   }

@@ -168,6 +168,15 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtyp
     case DataType::UInt8:
       launch_reduce_op<DataType::UInt8>(dst, a, b, count, op, s);
       break;
+    case DataType::Int8:
+      launch_reduce_op<DataType::Int8>(dst, a, b, count, op, s);
+      break;
+    case DataType::Int16:
+      launch_reduce_op<DataType::Int16>(dst, a, b, count, op, s);
+      break;
+    case DataType::Bool:
+      launch_reduce_op<DataType::Bool>(dst, a, b, count, op, s);
+      break;
     default:
       fail(ErrorCode::InvalidArgument, "CUDA reduce: unknown DataType value " + std::to_string((int)dtype));
   }
@@ -202,6 +211,15 @@ void divide(void* dst, size_t count, DataType dtype, int divisor, void* stream) 
       break;
     case DataType::UInt8:
       launch_divide<DataType::UInt8>(dst, count, divisor, s);
+      break;
+    case DataType::Int8:
+      launch_divide<DataType::Int8>(dst, count, divisor, s);
+      break;
+    case DataType::Int16:
+      launch_divide<DataType::Int16>(dst, count, divisor, s);
+      break;
+    case DataType::Bool:
+      launch_divide<DataType::Bool>(dst, count, divisor, s);
       break;
     default:
       fail(ErrorCode::InvalidArgument, "CUDA divide: unknown DataType value " + std::to_string((int)dtype));

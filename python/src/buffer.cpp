@@ -51,10 +51,14 @@ DataType from_dlpack(const DLDataType& t, const char* what) {
     if (t.code == 0 && t.bits == 32) return DataType::Int32;
     if (t.code == 0 && t.bits == 64) return DataType::Int64;
     if (t.code == 1 && t.bits == 8) return DataType::UInt8;
+    if (t.code == 0 && t.bits == 8) return DataType::Int8;
+    if (t.code == 0 && t.bits == 16) return DataType::Int16;
+    if (t.code == 6 && t.bits == 8) return DataType::Bool;  // kDLBool
   }
   invalid(std::string(what) + ": DLPack dtype (code " + std::to_string(t.code) + ", " +
           std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
-          " lanes) is not one gradwire reduces (float32/64, float16, bfloat16, int32/64, uint8)");
+          " lanes) is not one gradwire reduces (float32/64, float16, bfloat16, int8/16/32/64, uint8, "
+          "bool)");
 }
 
 // The buffer protocol's struct-module format: "f", "<f", "=e", "l", ...
@@ -67,6 +71,9 @@ DataType from_format(const std::string& format, size_t itemsize, const char* wha
       case 'd': return DataType::Float64;
       case 'e': return DataType::Float16;
       case 'B': return DataType::UInt8;
+      case 'b': return DataType::Int8;
+      case 'h': return DataType::Int16;
+      case '?': return DataType::Bool;
       case 'i': case 'l': case 'q':
         if (itemsize == 4) return DataType::Int32;
         if (itemsize == 8) return DataType::Int64;
@@ -76,8 +83,8 @@ DataType from_format(const std::string& format, size_t itemsize, const char* wha
   }
   invalid(std::string(what) + ": buffer format '" + format + "' (item size " +
           std::to_string(itemsize) +
-          ") is not one gradwire reduces (float32/64, float16, int32/64, uint8; bfloat16 via "
-          "DLPack)");
+          ") is not one gradwire reduces (float32/64, float16, int8/16/32/64, uint8, bool; "
+          "bfloat16 via DLPack)");
 }
 
 BufferView view_dlpack(const py::handle& obj, bool writable, const char* what) {

@@ -86,11 +86,16 @@ void validate(const CollectiveCall& c, int rank, int size) {
   // caller's thread, so the communicator stays usable (communicator.h).
   if (static_cast<size_t>(c.dtype) >= std::size(kAllDataTypes)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got DataType({}), which is not a data type "
-          "(float32, float64, float16, bfloat16, int32, int64, uint8)", rank, op, int(c.dtype));
+          "(float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, bool)", rank, op,
+          int(c.dtype));
   }
   if (c.has_redop() && static_cast<size_t>(c.redop) >= std::size(kAllReduceOps)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got ReduceOp({}), which is not a reduce "
           "operation (sum, avg, min, max, prod)", rank, op, int(c.redop));
+  }
+  if (c.has_redop() && c.dtype == DataType::Bool && c.redop == ReduceOp::Avg) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} of bool with avg: an average of booleans is not "
+          "a boolean (sum is logical or, prod logical and)", rank, op);
   }
   const size_t es = element_size(c.dtype);
   size_t total = 0;  // multiplications, not two 64-bit divisions (~80 cycles)

@@ -22,6 +22,9 @@ constexpr DataTypeName kDataTypeNames[] = {
     {DataType::Int32, {"int32", "i32", "int", ""}},
     {DataType::Int64, {"int64", "i64", "long", ""}},
     {DataType::UInt8, {"uint8", "u8", "byte", ""}},
+    {DataType::Int8, {"int8", "i8", "char", ""}},
+    {DataType::Int16, {"int16", "i16", "short", ""}},
+    {DataType::Bool, {"bool", "", "", ""}},
 };
 
 struct ReduceOpName {
@@ -82,7 +85,11 @@ size_t element_size(DataType dtype) {
     case DataType::Int64:
       return 8;
     case DataType::UInt8:
+    case DataType::Int8:
+    case DataType::Bool:
       return 1;
+    case DataType::Int16:
+      return 2;
   }
   raise(ErrorCode::InvalidArgument, "unknown DataType value {}", static_cast<int>(dtype));
 }
@@ -97,6 +104,9 @@ bool is_floating(DataType dtype) {
     case DataType::Int32:
     case DataType::Int64:
     case DataType::UInt8:
+    case DataType::Int8:
+    case DataType::Int16:
+    case DataType::Bool:
       return false;
   }
   raise(ErrorCode::InvalidArgument, "unknown DataType value {}", static_cast<int>(dtype));

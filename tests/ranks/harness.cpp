@@ -45,6 +45,9 @@ void store(DataType dt, std::byte* p, size_t i, double v) {
     case DataType::Int32: put<int32_t>(p, i, int32_t(uint32_t(int64_t(v)))); break;
     case DataType::Int64: put<int64_t>(p, i, int64_t(v)); break;
     case DataType::UInt8: put<uint8_t>(p, i, uint8_t(int64_t(v))); break;
+    case DataType::Int8: put<int8_t>(p, i, int8_t(uint8_t(int64_t(v)))); break;
+    case DataType::Int16: put<int16_t>(p, i, int16_t(uint16_t(int64_t(v)))); break;
+    case DataType::Bool: put<uint8_t>(p, i, uint8_t(v != 0)); break;
   }
 }
 }  // namespace
@@ -79,6 +82,9 @@ double element_as_double(DataType dt, const std::byte* p, size_t i) {
     case DataType::Int32: return get<int32_t>(p, i);
     case DataType::Int64: return double(get<int64_t>(p, i));
     case DataType::UInt8: return get<uint8_t>(p, i);
+    case DataType::Int8: return get<int8_t>(p, i);
+    case DataType::Int16: return get<int16_t>(p, i);
+    case DataType::Bool: return get<uint8_t>(p, i);
   }
   return 0;
 }
@@ -93,8 +99,11 @@ std::vector<std::byte> make_input(DataType dt, ReduceOp op, size_t count, int ra
   for (size_t i = 0; i < count; ++i) {
     switch (dt) {
       case DataType::Int32:
-      case DataType::Int64: store(dt, out.data(), i, double(small(rng))); break;
+      case DataType::Int64:
+      case DataType::Int8:
+      case DataType::Int16: store(dt, out.data(), i, double(small(rng))); break;
       case DataType::UInt8: store(dt, out.data(), i, double(byte(rng))); break;
+      case DataType::Bool: store(dt, out.data(), i, double(byte(rng) & 1)); break;
       default: store(dt, out.data(), i, uni(rng)); break;
     }
   }
@@ -132,9 +141,22 @@ Reference reduce_reference(DataType dt, ReduceOp op, size_t count, int world, ui
       ref.values[i] = acc;
       ref.tolerance[i] = tol;
       store(dt, ref.bytes.data(), i, acc);
+    } else if (dt == DataType::Bool) {
+      // Sum and Max are logical or, Prod and Min logical and (types.h).
+      const bool any = op == ReduceOp::Sum || op == ReduceOp::Max;
+      bool acc = element_as_double(dt, inputs[0].data(), i) != 0;
+      for (int r = 1; r < world; ++r) {
+        const bool x = element_as_double(dt, inputs[r].data(), i) != 0;
+        acc = any ? (acc || x) : (acc && x);
+      }
+      ref.values[i] = acc;
+      store(dt, ref.bytes.data(), i, acc);
     } else {
       // Integers: modular arithmetic, like the library (wraps on overflow).
-      const uint64_t mask = dt == DataType::UInt8 ? 0xffu : dt == DataType::Int32 ? 0xffffffffu : ~0ull;
+      const uint64_t mask = dt == DataType::UInt8 || dt == DataType::Int8 ? 0xffu
+                            : dt == DataType::Int16                     ? 0xffffu
+                            : dt == DataType::Int32                     ? 0xffffffffu
+                                                                        : ~0ull;
       auto val = [&](int r) { return int64_t(element_as_double(dt, inputs[r].data(), i)); };
       uint64_t acc = uint64_t(val(0));
       int64_t mn = val(0), mx = val(0);
@@ -152,6 +174,8 @@ Reference reduce_reference(DataType dt, ReduceOp op, size_t count, int world, ui
       else {
         // Reinterpret the wrapped value in the dtype, then (Avg) truncate.
         if (dt == DataType::Int32) v = int32_t(uint32_t(acc));
+        else if (dt == DataType::Int8) v = int8_t(uint8_t(acc));
+        else if (dt == DataType::Int16) v = int16_t(uint16_t(acc));
         else if (dt == DataType::UInt8) v = int64_t(acc);
         else v = int64_t(acc);
         if (op == ReduceOp::Avg) v = v / world;

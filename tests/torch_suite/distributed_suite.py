@@ -51,21 +51,21 @@ if os.environ.get("GW_SUITE_AS_GLOO") == "1":
             return "gradwire"
         return backend
 
-    _init, _new_group = dist.init_process_group, dist.new_group
+    _orig_init, _orig_new_group = dist.init_process_group, dist.new_group
 
     def _init_process_group(*args, **kwargs):
         if len(args) > 0:
             args = (_swap(args[0]),) + tuple(args[1:])
         else:
             kwargs["backend"] = _swap(kwargs.get("backend"))
-        return _init(*args, **kwargs)
+        return _orig_init(*args, **kwargs)
 
     def _new_group(*args, **kwargs):
         if len(args) >= 3:  # new_group(ranks, timeout, backend, ...)
             args = tuple(args[:2]) + (_swap(args[2]),) + tuple(args[3:])
         elif "backend" in kwargs:
             kwargs["backend"] = _swap(kwargs["backend"])
-        return _new_group(*args, **kwargs)
+        return _orig_new_group(*args, **kwargs)
 
     dist.init_process_group = _init_process_group
     dist.new_group = _new_group

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -76,6 +77,17 @@ void ref_reduce_op(uint8_t* d, const uint8_t* a, const uint8_t* b, size_t i, Dat
       break;
     case DataType::UInt8:
       one(uint8_t{}, apply_u8<op>);
+      break;
+    case DataType::Int8:
+      one(int8_t{}, apply<op, int8_t>);
+      break;
+    case DataType::Int16:
+      one(int16_t{}, apply<op, int16_t>);
+      break;
+    case DataType::Bool:  // or / and (types.h), written out here
+      one(uint8_t{}, [](uint8_t x, uint8_t y) -> uint8_t {
+        return op == Op::Sum || op == Op::Max ? std::max(x, y) : std::min(x, y);
+      });
       break;
   }
 }
@@ -198,6 +210,15 @@ std::vector<uint8_t> random_buffer(DataType dt, size_t n, std::mt19937_64& rng) 
         break;
       case DataType::UInt8:
         put(i, (uint8_t)rng());
+        break;
+      case DataType::Int8:
+        put(i, (int8_t)rng());
+        break;
+      case DataType::Int16:
+        put(i, (int16_t)rng());
+        break;
+      case DataType::Bool:
+        put(i, (uint8_t)(rng() & 1));
         break;
     }
   }
@@ -339,6 +360,14 @@ TEST(ReduceKernelTest, DivideMatchesReferenceForEveryDtype) {
               break;
             case DataType::UInt8:
               one(uint8_t{}, divide_value<uint8_t>);
+              break;
+            case DataType::Int8:
+              one(int8_t{}, divide_value<int8_t>);
+              break;
+            case DataType::Int16:
+              one(int16_t{}, divide_value<int16_t>);
+              break;
+            case DataType::Bool:  // never divided (Avg is refused): unchanged
               break;
           }
         }

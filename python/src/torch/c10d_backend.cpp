@@ -44,6 +44,9 @@ DataType to_dtype(const at::Tensor& t, const std::string& what) {
     case at::kInt: return DataType::Int32;
     case at::kLong: return DataType::Int64;
     case at::kByte: return DataType::UInt8;
+    case at::kChar: return DataType::Int8;
+    case at::kShort: return DataType::Int16;
+    case at::kBool: return DataType::Bool;
     // Note [complex as pairs of reals]: as Gloo and NCCL do.
     case at::kComplexFloat: return DataType::Float32;
     case at::kComplexDouble: return DataType::Float64;
@@ -51,7 +54,7 @@ DataType to_dtype(const at::Tensor& t, const std::string& what) {
     default:
       invalid(what + ": dtype " + std::string(c10::toString(t.scalar_type())) +
               " is not supported by the gradwire backend (float32/64, float16, bfloat16, "
-              "int32/64, uint8, complex64/128, complex32)");
+              "int8/16/32/64, uint8, bool, complex64/128, complex32)");
   }
 }
 

@@ -15,6 +15,11 @@ ncclDataType_t to_nccl(DataType dtype) {
     case DataType::Int32: return ncclInt32;
     case DataType::Int64: return ncclInt64;
     case DataType::UInt8: return ncclUint8;
+    case DataType::Int8: return ncclInt8;
+    case DataType::Bool: return ncclUint8;  // 0/1 bytes; its ops map in enqueue()
+    case DataType::Int16:
+      raise(ErrorCode::InvalidArgument, "NCCL has no int16 type: set GRADWIRE_DEVICE_PATH=staged "
+            "for int16 device buffers, or use int32");
   }
   raise(ErrorCode::InvalidArgument, "no NCCL type for DataType value {}", int(dtype));
 }
@@ -131,7 +136,12 @@ void rooted(Launch& l, const CollectiveCall& c) {
 void enqueue(Launch& l, const CollectiveCall& c) {
   using K = CollectiveOp;
   const ncclDataType_t dt = to_nccl(c.dtype);
-  const ncclRedOp_t op = to_nccl(c.redop);
+  // Bool (types.h): Sum is logical or (max of 0/1), Prod logical and (min).
+  const ReduceOp redop = c.dtype != DataType::Bool ? c.redop
+                         : c.redop == ReduceOp::Sum ? ReduceOp::Max
+                         : c.redop == ReduceOp::Prod ? ReduceOp::Min
+                                                     : c.redop;
+  const ncclRedOp_t op = to_nccl(redop);
   const size_t es = element_size(c.dtype);
   const size_t n = size_t(l.size);
   if (c.op == K::Barrier) {
