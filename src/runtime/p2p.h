@@ -103,6 +103,7 @@ class PointToPoint {
   void failed_request(Op& op, const transport::Request& req);
 
   CommunicatorImpl& comm_;
+  bool directed_ = false;  // the transport matches sources (Note [any-source receives])
   // Engine thread only. Owned by address: the transport points at `req`.
   std::vector<std::shared_ptr<Op>> pending_;
   // Cancelled operations whose cancellation the provider did not confirm

@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
       return judge("p2p-no-sender", nullptr, {}, {}, t0);
     } catch (const Error& e) {
       return judge("p2p-no-sender", &e, {ErrorCode::Timeout},
-                   {"Timed out", "recv from rank 0 (tag 5", "rank 0 did not post"}, t0);
+                   {"Timed out", "recv from rank 0 (tag 5", "rank 0 never posted"}, t0);
     }
   }
 
