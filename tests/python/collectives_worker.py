@@ -16,7 +16,7 @@ import gradwire
 import gradwire.torch  # noqa: F401 - registers backend "gradwire"
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-          torch.uint8]
+          torch.uint8, torch.int8, torch.bool]
 SIZES = [0, 1, 7, 1000, 70001]  # 70001 float32 > 64 KiB: the ring algorithms
 OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
        "prod": dist.ReduceOp.PRODUCT}
@@ -51,15 +51,23 @@ def run(group_gw, group_gloo, label):
                 dist.all_reduce(b, op=op, group=group_gloo)
                 check(f"all_reduce {opname} {tag}", a, b)
             # avg: gloo has no AVG; sum / world, truncated for integers.
+            # An average of booleans is refused (gradwire/types.h).
             a = values(n, rank, dtype)
-            s = a.clone()
-            dist.all_reduce(a, op=dist.ReduceOp.AVG, group=group_gw)
-            dist.all_reduce(s, op=dist.ReduceOp.SUM, group=group_gloo)
-            if dtype.is_floating_point:
-                want = (s.double() / world).to(dtype)
-                torch.testing.assert_close(a, want, rtol=1e-2, atol=1e-2, msg=f"avg {tag}")
+            if dtype == torch.bool:
+                try:
+                    dist.all_reduce(a, op=dist.ReduceOp.AVG, group=group_gw)
+                    raise AssertionError(f"avg of bool was not refused ({tag})")
+                except ValueError:
+                    pass
             else:
-                check(f"all_reduce avg {tag}", a, torch.div(s, world, rounding_mode="trunc"))
+                s = a.clone()
+                dist.all_reduce(a, op=dist.ReduceOp.AVG, group=group_gw)
+                dist.all_reduce(s, op=dist.ReduceOp.SUM, group=group_gloo)
+                if dtype.is_floating_point:
+                    want = (s.double() / world).to(dtype)
+                    torch.testing.assert_close(a, want, rtol=1e-2, atol=1e-2, msg=f"avg {tag}")
+                else:
+                    check(f"all_reduce avg {tag}", a, torch.div(s, world, rounding_mode="trunc"))
 
             # broadcast from every root
             for root in range(world):

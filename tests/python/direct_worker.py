@@ -69,7 +69,7 @@ def dlpack(comm):
 
 def errors(comm):
     rank = comm.rank
-    for fn, what in [(lambda: comm.allreduce(np.zeros(3, np.int16)), "int16"),
+    for fn, what in [(lambda: comm.allreduce(np.zeros(3, np.uint16)), "uint16"),
                      (lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(3, np.float32)), "size"),
                      (lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(4, np.float64)), "dtype"),
                      (lambda: comm.allreduce(np.zeros(8, np.float32)[::2]), "strided"),

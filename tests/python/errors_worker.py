@@ -43,8 +43,8 @@ def main():
                lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(5)),
                "wrong output size")
     assert f"rank {rank}" in e.message and "allgather_into_tensor" in e.message, e.message
-    expect(ValueError, "InvalidArgument", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int8)),
-           "int8")
+    expect(ValueError, "InvalidArgument", lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint16)),
+           "uint16")
     expect(gradwire.Error, "InvalidArgument",
            lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND), "BAND")
     expect(gradwire.Error, "InvalidArgument", lambda: dist.all_reduce(torch.ones(8)[::2]),

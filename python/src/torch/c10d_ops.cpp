@@ -240,10 +240,15 @@ void GradwireBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
   const auto comm = live("monitored_barrier");
   constexpr uint32_t kReportTag = 0xfffffff0u, kAckTag = 0xfffffff1u;
   auto timeout = opts.timeout;
-  if (timeout == c10d::kUnsetTimeout || timeout.count() <= 0) {
+  if (timeout == c10d::kUnsetTimeout) {
     timeout = std::chrono::duration_cast<std::chrono::milliseconds>(comm->options().timeout);
   }
   const std::string ms = std::to_string(timeout.count()) + " ms";
+  if (timeout.count() <= 0) {
+    // Gloo's words for a deadline this rank exhausted itself; nothing posted.
+    throw Error(ErrorCode::Timeout, "Rank " + std::to_string(rank_) +
+                                        " timed out in monitoredBarrier after " + ms);
+  }
   uint8_t token = 1;
   if (rank_ != 0) {
     comm->send(&token, 1, DataType::UInt8, 0, kReportTag);
