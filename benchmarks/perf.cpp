@@ -4,12 +4,17 @@
 //
 //   -b min bytes  -e max bytes  -f step factor  -n iterations  -w warm-up
 //   -c check (0/1)  -d dtype  -o redop  -z blocking (0/1)
-//   --op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier
+//   --op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier|sendrecv|pingpong
 //   --provider NAME  --compare mpi  --json FILE
 //
 // time is the slowest rank's mean per iteration; algbw = size / time;
 // busbw = algbw x 2(n-1)/n (allreduce), x (n-1)/n (reduce_scatter,
 // allgather, alltoall), x 1 (broadcast), as nccl-tests defines them.
+// Point-to-point: sendrecv is nccl-tests' ring exchange (each rank receives
+// from rank-1 and sends to rank+1, both posted before either is waited for:
+// torch's batch_isend_irecv ring; busbw = algbw); pingpong is OSU's
+// osu_latency (rank 0 sends, rank 1 sends it back; time is half the round
+// trip; other ranks idle).
 // With -z 0 all iterations are submitted before waiting (gradwire only).
 #include <unistd.h>
 
@@ -27,6 +32,22 @@ namespace {
 Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
   void* send = b.send_ptr();
   void* recv = b.recv_ptr();
+  const int rank = comm.rank(), n = comm.size();
+  // Point-to-point steps wait inside.
+  auto p2p_step = [&] {
+    if (a.coll == "sendrecv") {
+      Work r = comm.recv(recv, b.count, a.dtype, (rank + n - 1) % n);
+      Work s = comm.send(send, b.count, a.dtype, (rank + 1) % n);
+      s.wait();
+      r.wait();
+    } else if (rank == 0 && n > 1) {
+      comm.send(send, b.count, a.dtype, 1).wait();
+      comm.recv(recv, b.count, a.dtype, 1).wait();
+    } else if (rank == 1) {
+      comm.recv(recv, b.count, a.dtype, 0).wait();
+      comm.send(send, b.count, a.dtype, 0).wait();
+    }
+  };
   auto launch = [&]() -> Work {
     if (a.coll == "allreduce") return comm.allreduce(send, recv, b.count, a.dtype, a.op);
     if (a.coll == "reduce_scatter") return comm.reduce_scatter(send, recv, b.count, a.dtype, a.op);
@@ -35,20 +56,27 @@ Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
     if (a.coll == "barrier") return comm.barrier();
     return comm.alltoall(send, recv, b.send_count / comm.size(), a.dtype);
   };
+  auto step = [&] {
+    if (is_p2p(a.coll)) {
+      p2p_step();
+    } else {
+      launch().wait();
+    }
+  };
   Row row;
   row.impl = "gradwire";
   if (a.check) {
     std::fill(b.recv.begin(), b.recv.end(), std::byte{0});
     if (b.recv_dev) clear_device_recv(b);
-    launch().wait();
+    step();
     if (b.recv_dev) download_recv(b);
     row.wrong = count_wrong(a, b, comm.rank(), comm.size());
   }
-  for (int i = 0; i < a.warmup; ++i) launch().wait();
+  for (int i = 0; i < a.warmup; ++i) step();
   comm.barrier().wait();
   const auto t0 = std::chrono::steady_clock::now();
   if (a.blocking) {
-    for (int i = 0; i < a.iters; ++i) launch().wait();
+    for (int i = 0; i < a.iters; ++i) step();
   } else {
     std::vector<Work> works;
     for (int i = 0; i < a.iters; ++i) works.push_back(launch());
@@ -56,6 +84,7 @@ Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
   }
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
               a.iters;
+  if (a.coll == "pingpong") us /= 2;  // one way
   double slowest = 0;
   comm.allreduce(&us, &slowest, 1, DataType::Float64, ReduceOp::Max).wait();
   int64_t wrong = 0;

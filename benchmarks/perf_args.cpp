@@ -32,7 +32,8 @@ size_t parse_size(const std::string& flag, const char* s) {
                "usage: gradwire-perf [-b minbytes] [-e maxbytes] [-f factor] [-n iters] "
                "[-w warmup]\n"
                "         [-c 0|1] [-d dtype] [-o sum|avg|min|max|prod] [-z 0|1]\n"
-               "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier]\n"
+               "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier|\n"
+               "               sendrecv|pingpong]\n"
                "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared|cuda]\n",
                msg.c_str());
   std::exit(2);
@@ -71,7 +72,7 @@ Args parse_args(int argc, char** argv) {
   if (a.iters < 1 || a.warmup < 0) usage("-n must be at least 1 and -w at least 0");
   if (a.min_bytes > a.max_bytes) usage("-b must not exceed -e");
   if (a.coll != "allreduce" && a.coll != "reduce_scatter" && a.coll != "allgather" &&
-      a.coll != "broadcast" && a.coll != "alltoall" && a.coll != "barrier") {
+      a.coll != "broadcast" && a.coll != "alltoall" && a.coll != "barrier" && !is_p2p(a.coll)) {
     usage("unknown collective " + a.coll);
   }
   if (!a.compare.empty() && a.compare != "mpi") usage("--compare takes 'mpi'");
@@ -81,12 +82,14 @@ Args parse_args(int argc, char** argv) {
   if (a.buffers == "cuda" && !a.compare.empty()) {
     usage("--buffers cuda cannot --compare mpi (this Open MPI is not CUDA-aware)");
   }
+  if (is_p2p(a.coll) && !a.blocking) usage("-z 0 applies to collectives only");
+  if (is_p2p(a.coll) && a.buffers == "cuda") usage("point-to-point takes host buffers only");
   return a;
 }
 
 double bus_factor(const std::string& coll, int n) {
   if (coll == "allreduce") return 2.0 * (n - 1) / n;
-  if (coll == "broadcast") return 1.0;
+  if (coll == "broadcast" || is_p2p(coll)) return 1.0;
   return double(n - 1) / n;  // reduce_scatter, allgather, alltoall
 }
 

@@ -96,6 +96,11 @@ int64_t count_wrong(const Args& a, const Buffers& b, int rank, int n) {
         while (owner + 1 < n && gradwire::shard_offset(b.count, n, owner + 1) <= i) ++owner;
         expect = pattern(owner, i);
       }
+    } else if (a.coll == "sendrecv") {
+      expect = pattern((rank + n - 1) % n, i);
+    } else if (a.coll == "pingpong") {
+      if (rank > 1 || n == 1) return 0;  // idle ranks receive nothing
+      expect = pattern(1 - rank, i);
     } else {  // alltoall: block `from` of my receive buffer is block `rank` of their send
       const size_t per = b.recv_count / n, from = i / per;
       expect = pattern(int(from), size_t(rank) * per + i % per);

@@ -70,6 +70,8 @@ Buffers make_buffers(const Args& a, size_t bytes, gradwire::Communicator& comm);
 int64_t count_wrong(const Args& a, const Buffers& b, int rank, int world);
 
 double bus_factor(const std::string& coll, int world);
+// sendrecv and pingpong: point-to-point, not collectives.
+inline bool is_p2p(const std::string& coll) { return coll == "sendrecv" || coll == "pingpong"; }
 
 // --buffers cuda (perf_cuda.cpp): picks this rank's GPU and puts b's send
 // and receive buffers there (uploading the send pattern); clears the device

@@ -75,6 +75,17 @@ Row run_mpi(const Args& a, Buffers& b, int rank, int n) {
       // In place on the receive buffer, seeded from the root's send buffer.
       if (rank == 0) std::copy(b.send.begin(), b.send.end(), b.recv.begin());
       MPI_Bcast(b.recv.data(), int(b.count), type, 0, MPI_COMM_WORLD);
+    } else if (a.coll == "sendrecv") {
+      MPI_Sendrecv(b.send.data(), int(b.count), type, (rank + 1) % n, 0, b.recv.data(),
+                   int(b.count), type, (rank + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (a.coll == "pingpong") {
+      if (rank == 0 && n > 1) {
+        MPI_Send(b.send.data(), int(b.count), type, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(b.recv.data(), int(b.count), type, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else if (rank == 1) {
+        MPI_Recv(b.recv.data(), int(b.count), type, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(b.send.data(), int(b.count), type, 0, 0, MPI_COMM_WORLD);
+      }
     } else {
       MPI_Alltoall(b.send.data(), int(b.send_count / n), type, b.recv.data(), int(b.recv_count / n),
                    type, MPI_COMM_WORLD);
@@ -91,6 +102,7 @@ Row run_mpi(const Args& a, Buffers& b, int rank, int n) {
   for (int i = 0; i < a.iters; ++i) launch();
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
               a.iters;
+  if (a.coll == "pingpong") us /= 2;  // one way
   double slowest = 0;
   MPI_Allreduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   int64_t wrong = 0;

@@ -5,6 +5,10 @@
 #include "base/logging.h"
 #include "base/work_state.h"
 
+#include <sched.h>
+
+#include <thread>
+
 namespace gradwire {
 
 namespace detail {
@@ -84,11 +88,55 @@ detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
   return *s;
 }
 
+// Note [waiters drive progress] in base/work_state.h: polls s.progress
+// until s is done or `until` passes; false if it passed.
+bool wait_driving(detail::WorkState& s, Clock::time_point until) {
+  detail::Progress& p = *s.progress;
+  const uint32_t spin = p.spin, yield_until = spin + 2000, nap_until = yield_until + 200;
+  uint32_t idle = 0;
+  for (;;) {
+    if (s.done.load(std::memory_order_acquire)) return true;
+    if (p.poll()) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle <= spin) continue;
+    if ((idle & 63u) == 0 && Clock::now() > until) return false;
+    if (idle <= yield_until) {
+      sched_yield();
+    } else if (idle <= nap_until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      // Long waits: 1 ms slices that the finishing thread cuts short.
+      std::unique_lock<std::mutex> lk(s.mu);
+      if (s.phase == detail::WorkState::Phase::Done) return true;
+      s.cv.wait_for(lk, std::min<Clock::duration>(std::chrono::milliseconds(1),
+                                                  std::max<Clock::duration>(until - Clock::now(),
+                                                                            Clock::duration(0))));
+      if (Clock::now() > until) return s.phase == detail::WorkState::Phase::Done;
+    }
+  }
+}
+
 }  // namespace
 
 void Work::wait() const {
   auto& s = checked(state_);
   if (s.done.load(std::memory_order_acquire)) {  // most small collectives
+    if (s.error) std::rethrow_exception(s.error);
+    return;
+  }
+  if (s.progress) {
+    // The engine fails the operation at its deadline; engine_slack() past
+    // it, waiting longer would only hide a stuck engine (as below).
+    if (!wait_driving(s, Clock::now() + s.timeout + detail::engine_slack(s.timeout))) {
+      raise(ErrorCode::Timeout,
+            "{} is still pending past its deadline of {:.1f} s: the engine thread is not making "
+            "progress (likely a bug in gradwire or a hung provider)", s.description(),
+            std::chrono::duration<double>(s.timeout).count());
+    }
+    std::lock_guard<std::mutex> lk(s.mu);
     if (s.error) std::rethrow_exception(s.error);
     return;
   }
@@ -109,9 +157,17 @@ void Work::wait() const {
 
 void Work::wait(std::chrono::milliseconds timeout) const {
   auto& s = checked(state_);
-  std::unique_lock<std::mutex> lk(s.mu);
-  if (!s.cv.wait_for(lk, timeout, [&] { return s.phase == detail::WorkState::Phase::Done; })) {
-    raise(ErrorCode::Timeout, "waited {:.3f} s for {}, which is still {}", 
+  std::unique_lock<std::mutex> lk(s.mu, std::defer_lock);
+  bool finished;
+  if (s.progress) {
+    finished = wait_driving(s, Clock::now() + timeout);
+    lk.lock();
+  } else {
+    lk.lock();
+    finished = s.cv.wait_for(lk, timeout, [&] { return s.phase == detail::WorkState::Phase::Done; });
+  }
+  if (!finished) {
+    raise(ErrorCode::Timeout, "waited {:.3f} s for {}, which is still {}",
           std::chrono::duration<double>(timeout).count(), s.description(),
           s.phase == detail::WorkState::Phase::Queued ? "queued behind earlier collectives"
                                                       : "running");
@@ -122,6 +178,10 @@ void Work::wait(std::chrono::milliseconds timeout) const {
 bool Work::test() const {
   if (!state_) return false;
   if (state_->done.load(std::memory_order_acquire)) return true;
+  if (state_->progress) {
+    state_->progress->poll();
+    if (state_->done.load(std::memory_order_acquire)) return true;
+  }
   std::lock_guard<std::mutex> lk(state_->mu);
   return state_->phase == detail::WorkState::Phase::Done;
 }

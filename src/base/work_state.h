@@ -40,6 +40,23 @@ inline std::chrono::milliseconds engine_slack(std::chrono::milliseconds timeout)
   return std::max(std::chrono::milliseconds(5000), timeout / 10);
 }
 
+// Note [waiters drive progress]: an operation that needs no provider call
+// to advance (a point-to-point message between ranks of one host, Note
+// [point-to-point on one host] in runtime/p2p.h) is advanced by the thread
+// that waits for it: Work::wait() and test() call poll(), which advances
+// whatever the caller may (never a provider call: Note [no inline
+// execution] in runtime/engine.h) and says whether anything moved. A wait
+// that would otherwise sleep until the engine thread's next poll and a
+// futex wake-up (tens of microseconds) ends within a poll of the message's
+// arrival. Waiting spins `spin` polls, then yields, then sleeps, first
+// briefly and then on the state's condition variable in 1 ms slices
+// (finish() wakes it), so a rank blocked for seconds costs little CPU.
+struct Progress {
+  virtual ~Progress() = default;
+  virtual bool poll() = 0;
+  uint32_t spin = 200;  // polls before yielding (Note [backoff when idle] in collectives/context.cpp)
+};
+
 // Shared between a Work (any number of copies, any thread) and the engine
 // thread that runs the operation.
 struct WorkState {
@@ -86,6 +103,9 @@ struct WorkState {
   // runtime/p2p.h): the engine then leaves finish() to whoever completes
   // it. Engine thread only.
   bool finishes_later = false;
+  // Note [waiters drive progress]; null for operations only the engine
+  // advances. Set before the Work is handed out.
+  std::shared_ptr<Progress> progress;
 
  private:
   mutable std::mutex describe_mu_;

@@ -86,6 +86,8 @@ void set_host_ranks(int ranks) {
                     std::memory_order_relaxed);
 }
 
+uint32_t flag_spin() { return g_flag_spin.load(std::memory_order_relaxed); }
+
 void Context::poll() {
   if (transport_.progress() > 0) {
     idle_polls_ = 0;

@@ -61,6 +61,9 @@ struct WouldBlock {};
 // Note [backoff when idle] in context.cpp: how many ranks of the job run on
 // this host (set by the world communicator's creation; the last one wins).
 void set_host_ranks(int ranks);
+// Polls of a shared-memory flag before a caller's thread yields (the same
+// note): long when every rank of this host has a core, short otherwise.
+uint32_t flag_spin();
 
 class Context {
  public:

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "memory/mailbox.h"
 
 namespace gradwire {
 
@@ -104,7 +105,11 @@ constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
 // made (Note [segments are backed when made] in shared_windows.cpp).
 constexpr size_t kStageOffset = (kSlotOffset + kDepth * kSlotBytes + 4095) / 4096 * 4096;
 constexpr size_t kStageBytes = size_t(1) << 20;
-constexpr size_t kControlBytes = kStageOffset + 2 * kStageBytes;
+// Note [mailboxes] in memory/mailbox.h: then one ring per destination rank
+// (this rank's own included, unused, so the layout is one multiplication):
+// 256 KiB per rank of the communicator.
+constexpr size_t kMailOffset = kStageOffset + 2 * kStageBytes;
+inline size_t control_bytes(int size) { return kMailOffset + size_t(size) * kMailboxBytes; }
 
 // Where a buffer lies in this rank's windows.
 struct Location {
@@ -128,6 +133,11 @@ class Windows {
   // Rank r's slot for the collective with sequence number + 1 `seq1`.
   std::byte* slot(int r, uint64_t seq1) const {
     return controls_[r].data() + kSlotOffset + (seq1 % kDepth) * kSlotBytes;
+  }
+  // The ring of messages from rank `from` to rank `to`, in `from`'s
+  // control segment (Note [mailboxes]).
+  std::byte* mailbox(int from, int to) const {
+    return controls_[from].data() + kMailOffset + size_t(to) * kMailboxBytes;
   }
   // Rank r's staging half for copy round `round` (Note [the copy path]).
   std::byte* stage(int r, uint64_t round) const {

@@ -120,35 +120,86 @@ void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
   cv_.notify_one();
 }
 
-void Engine::set_poller(std::function<bool()> poll, std::function<void()> drop) {
+void Engine::set_poller(std::function<Poll()> poll, std::function<void()> drop) {
   std::lock_guard<std::mutex> lk(mu_);
   poll_ = std::move(poll);
   drop_ = std::move(drop);
 }
 
+void Engine::want_poll(bool now) {
+  // Note [lingering poller]: seq_cst against the loop's store of false and
+  // its last poll after it, so either the loop polls once more and sees
+  // what the caller added, or the caller sees false and wakes it.
+  if (!now && polling_.load()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    poll_wanted_ = true;
+  }
+  cv_.notify_one();
+}
+
 void Engine::loop() {
   // Note [point-to-point] in runtime/p2p.h: while posted messages are
-  // outstanding the idle loop polls them, first back to back, then every
-  // kPollSleep (a receive that waits minutes for its sender costs a wake-up
-  // a millisecond, not a core).
+  // outstanding the idle loop polls them: while the poller says Busy, first
+  // back to back, then every kPollSleep / 20, then every kPollSleep (a
+  // receive that waits minutes for its sender costs a wake-up a
+  // millisecond, not a core); while it says Waiting, every kPollSleep.
+  // Note [lingering poller]: when nothing is outstanding any more the loop
+  // goes on polling every kPollSleep for kLinger before it sleeps until
+  // the next submission. Operations posted on a caller's thread (Note
+  // [point-to-point on one host]) then find it polling, and their
+  // want_poll() costs one atomic load instead of a futex wake-up per
+  // message of a ping-pong. Leaving, it clears polling_ and polls once
+  // more (want_poll()'s other half).
   constexpr uint32_t kPollSpin = 2000;
   constexpr auto kPollSleep = std::chrono::microseconds(1000);
+  constexpr uint32_t kLinger = 10;  // polls of kPollSleep with nothing outstanding
   bool polling = false;
-  uint32_t idle_polls = 0;
+  Poll last = Poll::Idle;
+  uint32_t idle_polls = 0, empty_polls = 0;
+  const auto set_polling = [&](bool on) {
+    polling = on;
+    polling_.store(on);
+    idle_polls = empty_polls = 0;
+  };
   for (;;) {
     std::pair<std::shared_ptr<detail::WorkState>, Task> item;
     {
       std::unique_lock<std::mutex> lk(mu_);
       const auto ready = [&] { return !inline_ && (stopping_ || !queue_.empty()); };
+      const auto woken = [&] { return ready() || poll_wanted_; };
       if (!polling) {
-        cv_.wait(lk, ready);
-      } else if (!ready() && ++idle_polls > kPollSpin) {
-        cv_.wait_for(lk, idle_polls > 2 * kPollSpin ? kPollSleep : kPollSleep / 20, ready);
+        cv_.wait(lk, woken);
+      } else if (!ready()) {
+        if (last != Poll::Busy) {
+          cv_.wait_for(lk, kPollSleep, woken);
+        } else if (++idle_polls > kPollSpin) {
+          cv_.wait_for(lk, idle_polls > 2 * kPollSpin ? kPollSleep : kPollSleep / 20, woken);
+        }
+      }
+      if (poll_wanted_) {
+        poll_wanted_ = false;
+        if (!polling) set_polling(true);
+        idle_polls = 0;
       }
       if (!ready()) {
         lk.unlock();
-        if (poll_()) continue;
-        polling = false;
+        if (!poll_) {
+          set_polling(false);
+          continue;
+        }
+        last = poll_();
+        if (last != Poll::Idle) {
+          empty_polls = 0;
+        } else if (++empty_polls > kLinger) {
+          polling_.store(false);
+          last = poll_();
+          if (last == Poll::Idle) {
+            polling = false;
+          } else {
+            set_polling(true);
+          }
+        }
         continue;
       }
       if (queue_.empty()) {  // stopping and drained
@@ -178,8 +229,14 @@ void Engine::loop() {
       std::lock_guard<std::mutex> lk(mu_);
       current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
     }
-    idle_polls = 0;
-    polling = poll_ && poll_();
+    if (poll_) {
+      last = poll_();
+      if (last != Poll::Idle) {
+        set_polling(true);
+      } else if (polling) {
+        empty_polls = 0;  // linger from here
+      }
+    }
   }
 }
 

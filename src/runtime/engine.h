@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -77,11 +78,20 @@ class Engine {
 
   // Note [point-to-point] in runtime/p2p.h: operations that outlive their
   // task (posted messages) are completed by `poll`, which the engine thread
-  // calls after every task and, while it returns true (something is still
-  // outstanding), in its idle loop instead of sleeping until the next
-  // submission. `drop` runs on the engine thread as it exits, for what is
-  // still outstanding then. Set once, before the first submission.
-  void set_poller(std::function<bool()> poll, std::function<void()> drop);
+  // calls after every task and, while it reports something outstanding, in
+  // its idle loop instead of sleeping until the next submission: back to
+  // back while it says Busy (a transfer the provider must progress), every
+  // millisecond while it says Waiting (only what waiters drive themselves,
+  // Note [waiters drive progress] in base/work_state.h, and deadlines).
+  // `drop` runs on the engine thread as it exits, for what is still
+  // outstanding then. Set once, before the first submission.
+  enum class Poll { Idle, Waiting, Busy };
+  void set_poller(std::function<Poll()> poll, std::function<void()> drop);
+  // Something outstanding was added outside an engine task (on a caller's
+  // thread): makes the idle loop poll. Cheap when it already polls, so
+  // callers may say it after every such addition; `now`: the provider has
+  // work to do at once (wakes a loop that sleeps between polls).
+  void want_poll(bool now = false);
 
  private:
   void loop();
@@ -95,7 +105,9 @@ class Engine {
   bool inline_ = false;  // a caller's thread runs current_
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
-  std::function<bool()> poll_;
+  std::function<Poll()> poll_;
+  bool poll_wanted_ = false;           // under mu_: want_poll()
+  std::atomic<bool> polling_{false};   // the idle loop polls (Note [lingering poller] in engine.cpp)
   std::function<void()> drop_;
   std::thread thread_;
 };

@@ -1,5 +1,6 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// Note [point-to-point] in p2p.h.
+// Note [point-to-point] in p2p.h: posting, and headers through the
+// transport. The mailboxes of one host are in p2p_mail.cpp.
 #include "runtime/p2p.h"
 
 #include <fmt/format.h>
@@ -16,7 +17,22 @@
 
 namespace gradwire {
 
-PointToPoint::PointToPoint(CommunicatorImpl& comm) : comm_(comm) {}
+PointToPoint::PointToPoint(CommunicatorImpl& comm) : comm_(comm) { mail_->owner = this; }
+
+PointToPoint::~PointToPoint() {
+  std::lock_guard<std::mutex> lk(mail_->mu);
+  mail_->owner = nullptr;  // a Work that outlives us polls nothing
+}
+
+bool PointToPoint::Mail::poll() {
+  std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
+  if (!lk.owns_lock() || !owner) return false;
+  Finished fin;
+  const bool moved = owner->advance_mail(fin);
+  lk.unlock();
+  fin.deliver();
+  return moved;
+}
 
 Work PointToPoint::send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag) {
   return post(true, const_cast<void*>(buf), count, dtype, peer, tag, nullptr);
@@ -25,6 +41,40 @@ Work PointToPoint::send(const void* buf, size_t count, DataType dtype, int peer,
 Work PointToPoint::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
                         int* source) {
   return post(false, buf, count, dtype, peer, tag, source);
+}
+
+PointToPoint::Mode PointToPoint::mode() {
+  if (mode_ != Mode::Unknown) return mode_;
+  shared::Windows* windows = comm_.active_windows();
+  mode_ = windows ? Mode::Mailbox : Mode::Transport;
+  // Note [any-source receives]: on shm the provider matches the source
+  // itself (FI_DIRECTED_RECV) and the tag leaves the source out, so a
+  // receive from any peer is a plain undirected receive with no ignore
+  // mask: libfabric 1.17's shm did not find the second of two unexpected
+  // messages for an any-source receive that ignored the source bits.
+  // Everywhere else the tag carries the source (Note [tags carry the source
+  // rank]) and an any-source receive ignores those bits. tcp;ofi_rxm
+  // reports FI_DIRECTED_RECV too, but a directed receive there did not take
+  // a message that arrived on a connection the receiver had not opened
+  // (ReceiveFromAnySource at 3 ranks timed out), so it keeps the source in
+  // the tag, as the collectives do; there an any-source receive of a
+  // payload (more than kInlineBytes) also timed out, directed or not, so
+  // those are refused (post()). Payloads under mailboxes are always
+  // received from their known sender.
+  directed_ = comm_.transport->properties().directed_recv &&
+              comm_.transport->properties().provider == "shm";
+  if (mode_ == Mode::Mailbox) {
+    const int n = comm_.size;
+    out_.resize(n);
+    in_.resize(n);
+    outbox_.resize(n);
+    for (int r = 0; r < n; ++r) {  // r == rank too: a message to oneself
+      out_[r] = shared::MailboxWriter(windows->mailbox(comm_.rank, r));
+      in_[r] = shared::MailboxReader(windows->mailbox(r, comm_.rank));
+    }
+    mail_->spin = collectives::flag_spin();
+  }
+  return mode_;
 }
 
 Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, int peer,
@@ -53,14 +103,19 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     raise(ErrorCode::InvalidArgument, "rank {}: {} of CUDA device memory is not supported yet; "
           "copy the data to host memory first", rank, op);
   }
-  if (any_source && bytes > kInlineBytes &&
+  Mode m;
+  {
+    std::lock_guard<std::mutex> lk(mail_->mu);
+    m = mode();
+  }
+  if (any_source && m == Mode::Transport && bytes > kInlineBytes &&
       comm_.transport->properties().provider != "shm") {
     // Note [any-source receives]: measured on tcp;ofi_rxm, the payload of
     // such a message was never matched (the receive timed out); refused
     // clearly until that is fixed, rather than left to time out.
-    raise(ErrorCode::InvalidArgument, "rank {}: recv from any rank of {} bytes: on provider {} a "
-          "receive from any rank takes at most {} bytes for now (shm takes any size); name the "
-          "source rank, or send the size first", rank, bytes,
+    raise(ErrorCode::InvalidArgument, "rank {}: recv from any rank of {} bytes: on provider {} "
+          "across hosts a receive from any rank takes at most {} bytes for now (between ranks "
+          "of one host, any size); name the source rank, or send the size first", rank, bytes,
           comm_.transport->properties().provider, kInlineBytes);
   }
   comm_.check_usable(op);
@@ -74,47 +129,125 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
                   any_source ? std::string("any rank") : fmt::format("rank {}", peer), tag, count,
                   to_string(dtype)),
       comm_.options.timeout);
+  if (m == Mode::Mailbox) state->progress = mail_;
   item->state = state;
   item->is_send = is_send;
   item->buf = buf;
   item->bytes = bytes;
   item->peer = peer;
+  item->user_tag = tag;
   item->source = source;
   // An any-source receive's header tag has source 0; the source bits are
-  // ignored when matching (start()).
-  // Note [any-source receives]: on shm the provider matches the source
-  // itself (FI_DIRECTED_RECV) and the tag leaves the source out, so a
-  // receive from any peer is a plain undirected receive with no ignore
-  // mask: libfabric 1.17's shm did not find the second of two unexpected
-  // messages for an any-source receive that ignored the source bits.
-  // Everywhere else the tag carries the source (Note [tags carry the source
-  // rank]) and an any-source receive ignores those bits. tcp;ofi_rxm
-  // reports FI_DIRECTED_RECV too, but a directed receive there did not take
-  // a message that arrived on a connection the receiver had not opened
-  // (ReceiveFromAnySource at 3 ranks timed out), so it keeps the source in
-  // the tag, as the collectives do; there an any-source receive of a
-  // payload (more than kInlineBytes) also timed out, directed or not, so
-  // those are refused (post()).
-  directed_ = comm_.transport->properties().directed_recv &&
-              comm_.transport->properties().provider == "shm";
+  // ignored when matching (start_transport()).
   item->tag = collectives::make_p2p_tag(tag, directed_ ? 0 : is_send ? rank : std::max(peer, 0));
+  // Note [point-to-point on one host]: an eager message is posted here
+  // when the engine is idle (claiming it keeps this call's place among the
+  // rank's operations).
+  if (m == Mode::Mailbox && bytes <= shared::kEagerBytes) {
+    state->phase = detail::WorkState::Phase::Running;
+    state->started = coarse_now();
+    if (comm_.engine().claim_inline(state)) {
+      Finished fin;
+      bool outstanding;
+      {
+        std::lock_guard<std::mutex> lk(mail_->mu);
+        item->deadline = Deadline::after(comm_.options.timeout);
+        start(item, fin);
+        outstanding = !item->finished;
+      }
+      comm_.engine().release_inline();
+      fin.deliver();
+      if (outstanding) comm_.engine().want_poll();
+      return Work(state);
+    }
+    state->phase = detail::WorkState::Phase::Queued;
+  }
   comm_.engine().submit(state, [this, item](detail::WorkState& work) {
     comm_.check_usable(item->is_send ? "send" : "recv");
-    item->deadline = Deadline::after(comm_.options.timeout);
-    try {
-      start(*item);
-    } catch (const Error& e) {
-      const std::string reason = fmt::format("{}: {}", work.description(), e.message());
-      comm_.fail(reason, e.code());
-      throw Error(e.code(), reason);
+    Finished fin;
+    std::exception_ptr failed;
+    {
+      std::lock_guard<std::mutex> lk(mail_->mu);
+      item->deadline = Deadline::after(comm_.options.timeout);
+      try {
+        start(item, fin);
+      } catch (const Error& e) {
+        const std::string reason = fmt::format("{}: {}", work.description(), e.message());
+        comm_.fail(reason, e.code());
+        failed = std::make_exception_ptr(Error(e.code(), reason));
+      }
     }
-    work.finishes_later = true;
-    pending_.push_back(item);
+    work.finishes_later = !failed;  // fin may hold this very Work: it finishes it below
+    fin.deliver();
+    if (failed) std::rethrow_exception(failed);
   });
   return Work(state);
 }
 
-void PointToPoint::start(Op& op) {
+void PointToPoint::start(const OpPtr& op, Finished& fin) {
+  if (mode_ == Mode::Mailbox) {
+    start_mail(op, fin);
+  } else {
+    start_transport(op);
+  }
+}
+
+void PointToPoint::fail(Op& op, ErrorCode code, const std::string& reason, Finished& fin) {
+  comm_.fail(reason, code);
+  fin.add(op, std::make_exception_ptr(Error(code, reason)));
+}
+
+std::string PointToPoint::timeout_reason(const Op& op) const {
+  return fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: {} posted "
+                     "the matching {} (or posted it with another tag), or it is stalled or dead",
+                     op.state->description(),
+                     std::chrono::duration<double>(comm_.options.timeout).count(),
+                     op.peer == kAnySource ? std::string("no rank")
+                                           : fmt::format("rank {} never", op.peer),
+                     op.is_send ? "recv" : "send");
+}
+
+Engine::Poll PointToPoint::poll() {
+  Finished fin;
+  Engine::Poll result;
+  {
+    std::lock_guard<std::mutex> lk(mail_->mu);
+    result = mode_ == Mode::Mailbox ? poll_mail(fin) : poll_transport(fin);
+  }
+  fin.deliver();
+  return result;
+}
+
+void PointToPoint::drop() {
+  Finished fin;
+  {
+    std::lock_guard<std::mutex> lk(mail_->mu);
+    size_t outstanding = pending_.size() + posted_.size() + to_post_.size();
+    for (const auto& q : outbox_) outstanding += q.size();
+    if (outstanding == 0) return;
+    log().warn("rank {}: communicator {} is destroyed with {} sends/receives outstanding; they "
+               "are cancelled", comm_.rank, comm_.name, outstanding);
+    if (!pending_.empty()) comm_.transport->cancel_all();
+    const std::string why = "the communicator was destroyed first";
+    for (auto& op : pending_) {
+      fin.add(*op, std::make_exception_ptr(Error(
+          ErrorCode::Aborted, fmt::format("{} did not complete: {}", op->state->description(),
+                                          why))));
+      if (op->header_req.state == transport::Request::State::Pending ||
+          op->payload_req.state == transport::Request::State::Pending) {
+        abandoned_.push_back(op);
+      }
+    }
+    pending_.clear();
+    fail_all_mail(ErrorCode::Aborted, why, fin);
+  }
+  fin.deliver();
+}
+
+// ---- headers through the transport -------------------------------------
+
+void PointToPoint::start_transport(const OpPtr& item) {
+  Op& op = *item;
   transport::Transport& t = *comm_.transport;
   if (!op.is_send) {
     if (op.peer == kAnySource) {
@@ -123,51 +256,48 @@ void PointToPoint::start(Op& op) {
     } else {
       t.irecv(op.header_req, op.peer, op.header, sizeof(op.header), op.tag, op.deadline);
     }
-    return;
+  } else {
+    const uint64_t length = op.bytes;
+    const int32_t me = comm_.rank;
+    std::memset(op.header, 0, kHeaderBytes);
+    std::memcpy(op.header, &length, 8);
+    std::memcpy(op.header + 8, &me, 4);
+    const bool inline_data = op.bytes <= kInlineBytes;
+    if (inline_data && op.bytes > 0) std::memcpy(op.header + kHeaderBytes, op.buf, op.bytes);
+    t.isend(op.header_req, op.peer, op.header, kHeaderBytes + (inline_data ? op.bytes : 0),
+            op.tag, op.deadline);
+    if (!inline_data) {
+      t.isend(op.payload_req, op.peer, op.buf, op.bytes, op.tag | collectives::kPayloadBit,
+              op.deadline);
+      op.payload_posted = true;
+    }
   }
-  const uint64_t length = op.bytes;
-  const int32_t me = comm_.rank;
-  std::memset(op.header, 0, kHeaderBytes);
-  std::memcpy(op.header, &length, 8);
-  std::memcpy(op.header + 8, &me, 4);
-  const bool inline_data = op.bytes <= kInlineBytes;
-  if (inline_data && op.bytes > 0) std::memcpy(op.header + kHeaderBytes, op.buf, op.bytes);
-  t.isend(op.header_req, op.peer, op.header, kHeaderBytes + (inline_data ? op.bytes : 0), op.tag,
-          op.deadline);
-  if (!inline_data) {
-    t.isend(op.payload_req, op.peer, op.buf, op.bytes, op.tag | collectives::kPayloadBit,
-            op.deadline);
-    op.payload_posted = true;
-  }
+  pending_.push_back(item);
 }
 
-void PointToPoint::fail(Op& op, ErrorCode code, const std::string& reason) {
-  comm_.fail(reason, code);
-  op.state->finish(std::make_exception_ptr(Error(code, reason)));
-}
-
-void PointToPoint::failed_request(Op& op, const transport::Request& req) {
+void PointToPoint::failed_request(Op& op, const transport::Request& req, Finished& fin) {
   const std::string& what = op.state->description();
   if (comm_.aborted()) {
     // Cancelled because the communicator failed (this or another operation).
-    fail(op, ErrorCode::Aborted, fmt::format("{} did not complete: {}", what, comm_.abort_reason()));
+    fail(op, ErrorCode::Aborted, fmt::format("{} did not complete: {}", what, comm_.abort_reason()),
+         fin);
   } else if (req.status == transport::RequestStatus::PeerLost) {
     fail(op, ErrorCode::PeerLost,
          fmt::format("{}: the connection to rank {} broke ({}); likely cause: that rank exited or "
-                     "its host is unreachable", what, op.peer, req.error));
+                     "its host is unreachable", what, op.peer, req.error), fin);
   } else {
-    fail(op, ErrorCode::Transport, fmt::format("{}: {}", what, req.error));
+    fail(op, ErrorCode::Transport, fmt::format("{}: {}", what, req.error), fin);
   }
 }
 
-bool PointToPoint::advance(Op& op, bool may_post_payload) {
+bool PointToPoint::advance(Op& op, bool may_post_payload, Finished& fin) {
   using State = transport::Request::State;
   if (op.header_req.state == State::Failed) {
-    failed_request(op, op.header_req);
+    failed_request(op, op.header_req, fin);
     return true;
   }
   if (op.payload_req.state == State::Failed) {
-    failed_request(op, op.payload_req);
+    failed_request(op, op.payload_req, fin);
     return true;
   }
   if (op.header_req.state != State::Done) return false;
@@ -193,12 +323,12 @@ bool PointToPoint::advance(Op& op, bool may_post_payload) {
       fail(op, ErrorCode::Mismatch,
            fmt::format("{}: the message has {} bytes, but {} were expected; likely cause: the "
                        "ranks disagree on the message's size", op.state->description(), length,
-                       op.bytes));
+                       op.bytes), fin);
       return true;
     }
     if (inline_data) {
       if (length > 0) std::memcpy(op.buf, op.header + kHeaderBytes, length);
-      op.state->finish(nullptr);
+      fin.add(op, nullptr);
       return true;
     }
     // Payload receives are posted in the order of their headers, so each
@@ -208,18 +338,18 @@ bool PointToPoint::advance(Op& op, bool may_post_payload) {
       comm_.transport->irecv(op.payload_req, op.peer, op.buf, op.bytes,
                              op.tag | collectives::kPayloadBit, op.deadline);
     } catch (const Error& e) {
-      fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()));
+      fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()), fin);
       return true;
     }
     op.payload_posted = true;
   }
   if (op.payload_posted && op.payload_req.state != State::Done) return false;
-  op.state->finish(nullptr);
+  fin.add(op, nullptr);
   return true;
 }
 
-bool PointToPoint::poll() {
-  if (pending_.empty()) return false;
+Engine::Poll PointToPoint::poll_transport(Finished& fin) {
+  if (pending_.empty()) return Engine::Poll::Idle;
   comm_.transport->progress();
   if (job::failed_flag().load(std::memory_order_acquire) && !comm_.aborted()) {
     // Note [interrupting a collective]: another rank failed.
@@ -240,16 +370,9 @@ bool PointToPoint::poll() {
     const bool in_order =
         std::find(waiting.begin(), waiting.end(), stream) == waiting.end() &&
         std::find(waiting.begin(), waiting.end(), any_stream) == waiting.end();
-    if (!advance(op, in_order)) {
+    if (!advance(op, in_order, fin)) {
       if (op.deadline.expired()) {
-        fail(op, ErrorCode::Timeout,
-             fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: {} "
-                         "posted the matching {} (or posted it with another tag), or it is "
-                         "stalled or dead", op.state->description(),
-                         std::chrono::duration<double>(comm_.options.timeout).count(),
-                         op.peer == kAnySource ? std::string("no rank")
-                                               : fmt::format("rank {} never", op.peer),
-                         op.is_send ? "recv" : "send"));
+        fail(op, ErrorCode::Timeout, timeout_reason(op), fin);
       } else {
         if (!op.is_send && !op.payload_posted) {
           waiting.push_back(stream);
@@ -266,24 +389,7 @@ bool PointToPoint::poll() {
     }
   }
   pending_.resize(kept);
-  return !pending_.empty();
-}
-
-void PointToPoint::drop() {
-  if (pending_.empty()) return;
-  log().warn("rank {}: communicator {} is destroyed with {} sends/receives outstanding; they are "
-             "cancelled", comm_.rank, comm_.name, pending_.size());
-  comm_.transport->cancel_all();
-  for (auto& op : pending_) {
-    op->state->finish(std::make_exception_ptr(Error(
-        ErrorCode::Aborted, fmt::format("{} did not complete: the communicator was destroyed "
-                                        "first", op->state->description()))));
-    if (op->header_req.state == transport::Request::State::Pending ||
-        op->payload_req.state == transport::Request::State::Pending) {
-      abandoned_.push_back(std::move(op));
-    }
-  }
-  pending_.clear();
+  return pending_.empty() ? Engine::Poll::Idle : Engine::Poll::Busy;
 }
 
 }  // namespace gradwire

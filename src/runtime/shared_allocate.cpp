@@ -105,7 +105,7 @@ Allgather over_collectives(CommunicatorImpl& comm) {
 // The control segments (under comm.shared_mu): collective.
 void create_controls(CommunicatorImpl& comm, const char* why, const Allgather& allgather) {
   auto windows = std::make_shared<Windows>(comm.rank, comm.size);
-  Exchanged ctl = exchange_segments(comm, kControlBytes, Descriptor::kNoWindow, allgather);
+  Exchanged ctl = exchange_segments(comm, control_bytes(comm.size), Descriptor::kNoWindow, allgather);
   if (ctl.direct) {
     // Only our own: a peer may already write its Control (a fresh segment
     // is zero-filled, which is what a constructed Control holds).

@@ -1,0 +1,90 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// Note [mailboxes]: the point-to-point messages of a communicator whose
+// ranks share one host travel through one single-producer single-consumer
+// ring per ordered pair of ranks, in the sender's control segment (Note
+// [point-to-point on one host] in runtime/p2p.h says what goes in them).
+//
+// - A record is a 32-byte header (the stamp, the message's length, its tag
+//   and flags) followed by up to kEagerBytes of data, padded to whole
+//   64-byte lines; records lie back to back in a byte stream that wraps
+//   around the ring (the header never wraps: positions and the capacity are
+//   multiples of 64; data may, and is copied in two pieces).
+// - The stamp, the record's stream position + 1, is stored last (release);
+//   the reader polls the stamp where its next record must begin, so a
+//   small message is one cache line for the reader to fetch.
+// - A stale stamp cannot pass for a new one: the stamp of position p is
+//   p + 1, which no earlier lap wrote there; and the writer zeroes the stamp
+//   word where the next record will begin before publishing this one, so
+//   left-over data bytes there (a user's counter that happens to equal p + 1)
+//   are never read as a stamp. That word lies in free space because the
+//   writer always leaves one line free (put()).
+// - The reader publishes how far it has read (`tail`, on its own line at
+//   the start of the ring); the writer rereads it only when the ring looks
+//   full. Nothing else is shared, so no lock is needed between processes.
+// - The ring holds at most kCapacity bytes: a writer whose record does not
+//   fit is told so and tries again later (the sender's progress), so a
+//   receiver that never reads holds its senders back but never loses data.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gradwire::shared {
+
+struct MailRecord {
+  std::atomic<uint64_t> stamp;  // stream position + 1; stored last
+  uint64_t length;              // the message's bytes
+  uint32_t tag;
+  uint32_t flags;               // kMailPayloadApart: the data is not in the record
+  uint64_t reserved;
+};
+static_assert(sizeof(MailRecord) == 32, "a mail header is half a line");
+inline constexpr uint32_t kMailPayloadApart = 1;
+
+// Bytes of data a record carries; longer messages send their header alone.
+inline constexpr size_t kEagerBytes = size_t(64) << 10;
+// Data bytes of one ring, after its 128-byte control line pair.
+inline constexpr size_t kMailCapacity = size_t(256) << 10;
+inline constexpr size_t kMailControlBytes = 128;
+inline constexpr size_t kMailboxBytes = kMailControlBytes + kMailCapacity;
+
+// The record size of a message carrying `data_bytes` of data.
+inline constexpr size_t mail_record_bytes(size_t data_bytes) {
+  return (sizeof(MailRecord) + data_bytes + 63) / 64 * 64;
+}
+
+// The sending side of one ring (one thread at a time: the holder of the
+// sender's point-to-point lock).
+class MailboxWriter {
+ public:
+  MailboxWriter() = default;
+  explicit MailboxWriter(std::byte* ring) : ring_(ring) {}
+  // Appends a record with `data_bytes` of `data` (<= kEagerBytes); false if
+  // it does not fit yet (nothing written).
+  bool put(uint32_t tag, uint32_t flags, uint64_t length, const void* data, size_t data_bytes);
+
+ private:
+  std::byte* ring_ = nullptr;
+  uint64_t head_ = 0;       // stream position of the next record
+  uint64_t tail_seen_ = 0;  // the reader's tail as last read
+};
+
+// The receiving side of one ring (one thread at a time).
+class MailboxReader {
+ public:
+  MailboxReader() = default;
+  explicit MailboxReader(std::byte* ring) : ring_(ring) {}
+  // The next record, or null if none has been published yet.
+  const MailRecord* peek() const;
+  // Copies `bytes` of the peeked record's data to dst.
+  void copy_data(const MailRecord* r, void* dst, size_t bytes) const;
+  // Consumes the peeked record, whose data carried `data_bytes`.
+  void pop(size_t data_bytes);
+
+ private:
+  std::byte* ring_ = nullptr;
+  uint64_t tail_ = 0;
+};
+
+}  // namespace gradwire::shared
