@@ -93,6 +93,7 @@ void Context::poll() {
     idle_polls_ = 0;
     return;
   }
+  if (side_ && (idle_polls_ & 15u) == 15u) side_->poll();
   back_off(++idle_polls_);
 }
 
@@ -162,6 +163,7 @@ void Context::idle_tick(WaitState& ws, int peer, std::string_view waiting_for) {
     if (idle == 64) ws.give_up = now + spin_budget_;
     else if (now > ws.give_up) throw WouldBlock{};
   }
+  if (side_ && (idle & 15u) == 0) side_->poll();
   back_off(idle, spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed)
                                       : kFlagSpinShared);
   if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);

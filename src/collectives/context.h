@@ -146,6 +146,10 @@ class Context {
   // On a caller's thread: wait_for throws WouldBlock once one wait has
   // found nothing for `budget`. Zero: never.
   void set_spin_budget(std::chrono::microseconds budget) { spin_budget_ = budget; }
+  // Note [point-to-point on one host] in runtime/p2p.h: what idle waits
+  // also advance (every 16th idle poll), so a rank inside a collective
+  // still serves the peers' point-to-point messages.
+  void set_side_progress(detail::Progress* p) { side_ = p; }
   // Throws if `req` failed or a receive got fewer bytes than posted.
   void check(const Request& req) const;
 
@@ -175,6 +179,7 @@ class Context {
   std::vector<std::unique_ptr<Request[]>> request_blocks_;
   uint32_t polls_ = 0;
   std::chrono::microseconds spin_budget_{0};
+  detail::Progress* side_ = nullptr;
 };
 
 }  // namespace gradwire::collectives

@@ -37,8 +37,8 @@ void copy_out(const std::byte* ring, uint64_t pos, void* dst, size_t bytes) {
 
 }  // namespace
 
-bool MailboxWriter::put(uint32_t tag, uint32_t flags, uint64_t length, const void* data,
-                        size_t data_bytes) {
+bool MailboxWriter::put(uint32_t tag, uint32_t flags, uint64_t length, uint64_t aux,
+                        const void* data, size_t data_bytes) {
   const size_t rec = mail_record_bytes(data_bytes);
   // One line stays free: the stamp word of the next record (zeroed below)
   // must never be the reader's unread record.
@@ -54,7 +54,7 @@ bool MailboxWriter::put(uint32_t tag, uint32_t flags, uint64_t length, const voi
   header->length = length;
   header->tag = tag;
   header->flags = flags;
-  header->reserved = 0;
+  header->aux = aux;
   header->stamp.store(head_ + 1, std::memory_order_release);
   head_ += rec;
   return true;
@@ -75,6 +75,39 @@ void MailboxReader::copy_data(const MailRecord* r, void* dst, size_t bytes) cons
 void MailboxReader::pop(size_t data_bytes) {
   tail_ += mail_record_bytes(data_bytes);
   tail_of(ring_).store(tail_, std::memory_order_release);
+}
+
+namespace {
+std::atomic<uint64_t>& filled_of(std::byte* bulk) {
+  return *reinterpret_cast<std::atomic<uint64_t>*>(bulk);
+}
+std::atomic<uint64_t>& drained_of(std::byte* bulk) {
+  return *reinterpret_cast<std::atomic<uint64_t>*>(bulk + 128);
+}
+std::byte* half_of(std::byte* bulk, uint64_t chunk) {
+  return bulk + kBulkControlBytes + (chunk % 2) * kBulkChunk;
+}
+}  // namespace
+
+bool BulkWriter::write(const void* src, size_t bytes) {
+  if (filled_ - drained_seen_ >= 2) {
+    drained_seen_ = drained_of(base_).load(std::memory_order_acquire);
+    if (filled_ - drained_seen_ >= 2) return false;
+  }
+  kernels::copy(half_of(base_, filled_), src, bytes);
+  ++filled_;
+  filled_of(base_).store(filled_, std::memory_order_release);
+  return true;
+}
+
+const std::byte* BulkReader::peek() const {
+  if (filled_of(base_).load(std::memory_order_acquire) <= drained_) return nullptr;
+  return half_of(base_, drained_);
+}
+
+void BulkReader::release() {
+  ++drained_;
+  drained_of(base_).store(drained_, std::memory_order_release);
 }
 
 }  // namespace gradwire::shared

@@ -21,9 +21,17 @@
 // - The reader publishes how far it has read (`tail`, on its own line at
 //   the start of the ring); the writer rereads it only when the ring looks
 //   full. Nothing else is shared, so no lock is needed between processes.
-// - The ring holds at most kCapacity bytes: a writer whose record does not
-//   fit is told so and tries again later (the sender's progress), so a
+// - The ring holds at most kMailCapacity bytes: a writer whose record does
+//   not fit is told so and tries again later (the sender's progress), so a
 //   receiver that never reads holds its senders back but never loses data.
+// - Longer messages stream through the pair's bulk channel (after the ring,
+//   in the same segment): two kBulkChunk halves used in turn, a `filled`
+//   count of chunks the sender has written and a `drained` count of chunks
+//   the receiver has read, each on its own line pair. The sender writes
+//   chunk k into half k % 2 once drained >= k - 1; the receiver reads it
+//   once filled > k. Both sides know every message's length and the order
+//   of the messages in the channel (Note [point-to-point on one host]), so
+//   no chunk carries a header.
 #pragma once
 
 #include <atomic>
@@ -36,18 +44,23 @@ struct MailRecord {
   std::atomic<uint64_t> stamp;  // stream position + 1; stored last
   uint64_t length;              // the message's bytes
   uint32_t tag;
-  uint32_t flags;               // kMailPayloadApart: the data is not in the record
-  uint64_t reserved;
+  uint32_t flags;               // kMailPayloadApart, kMailClearToSend, or 0: data follows
+  uint64_t aux;                 // a long message's id (kMailPayloadApart, kMailClearToSend)
 };
 static_assert(sizeof(MailRecord) == 32, "a mail header is half a line");
-inline constexpr uint32_t kMailPayloadApart = 1;
+inline constexpr uint32_t kMailPayloadApart = 1;  // through the bulk channel
+inline constexpr uint32_t kMailClearToSend = 2;   // control: length is the message's id
 
 // Bytes of data a record carries; longer messages send their header alone.
 inline constexpr size_t kEagerBytes = size_t(64) << 10;
 // Data bytes of one ring, after its 128-byte control line pair.
 inline constexpr size_t kMailCapacity = size_t(256) << 10;
 inline constexpr size_t kMailControlBytes = 128;
-inline constexpr size_t kMailboxBytes = kMailControlBytes + kMailCapacity;
+inline constexpr size_t kBulkChunk = size_t(256) << 10;
+inline constexpr size_t kBulkOffset = kMailControlBytes + kMailCapacity;
+inline constexpr size_t kBulkControlBytes = 256;  // filled, drained: a line pair each
+// One ordered pair's ring and bulk channel: 768 KiB and change.
+inline constexpr size_t kMailboxBytes = kBulkOffset + kBulkControlBytes + 2 * kBulkChunk;
 
 // The record size of a message carrying `data_bytes` of data.
 inline constexpr size_t mail_record_bytes(size_t data_bytes) {
@@ -62,7 +75,8 @@ class MailboxWriter {
   explicit MailboxWriter(std::byte* ring) : ring_(ring) {}
   // Appends a record with `data_bytes` of `data` (<= kEagerBytes); false if
   // it does not fit yet (nothing written).
-  bool put(uint32_t tag, uint32_t flags, uint64_t length, const void* data, size_t data_bytes);
+  bool put(uint32_t tag, uint32_t flags, uint64_t length, uint64_t aux, const void* data,
+           size_t data_bytes);
 
  private:
   std::byte* ring_ = nullptr;
@@ -85,6 +99,35 @@ class MailboxReader {
  private:
   std::byte* ring_ = nullptr;
   uint64_t tail_ = 0;
+};
+
+// The bulk channel's sending side (Note [mailboxes]).
+class BulkWriter {
+ public:
+  BulkWriter() = default;
+  explicit BulkWriter(std::byte* mailbox) : base_(mailbox + kBulkOffset) {}
+  // Writes the next chunk (<= kBulkChunk bytes) if a half is free.
+  bool write(const void* src, size_t bytes);
+
+ private:
+  std::byte* base_ = nullptr;
+  uint64_t filled_ = 0;
+  uint64_t drained_seen_ = 0;
+};
+
+// The bulk channel's receiving side.
+class BulkReader {
+ public:
+  BulkReader() = default;
+  explicit BulkReader(std::byte* mailbox) : base_(mailbox + kBulkOffset) {}
+  // The next chunk, or null if the sender has not written it yet.
+  const std::byte* peek() const;
+  // Frees the chunk peek() returned.
+  void release();
+
+ private:
+  std::byte* base_ = nullptr;
+  uint64_t drained_ = 0;
 };
 
 }  // namespace gradwire::shared

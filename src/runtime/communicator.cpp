@@ -184,6 +184,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     }
     collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
     ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
+    ctx.set_side_progress(&p2p_.side_progress());
     if (t_on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
       if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {

@@ -67,10 +67,18 @@ PointToPoint::Mode PointToPoint::mode() {
     const int n = comm_.size;
     out_.resize(n);
     in_.resize(n);
+    bulk_out_.resize(n);
+    bulk_in_.resize(n);
     outbox_.resize(n);
+    next_id_.assign(n, 0);
+    awaiting_cts_.resize(n);
+    streaming_out_.resize(n);
+    streaming_in_.resize(n);
     for (int r = 0; r < n; ++r) {  // r == rank too: a message to oneself
       out_[r] = shared::MailboxWriter(windows->mailbox(comm_.rank, r));
       in_[r] = shared::MailboxReader(windows->mailbox(r, comm_.rank));
+      bulk_out_[r] = shared::BulkWriter(windows->mailbox(comm_.rank, r));
+      bulk_in_[r] = shared::BulkReader(windows->mailbox(r, comm_.rank));
     }
     mail_->spin = collectives::flag_spin();
   }
@@ -140,10 +148,9 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   // An any-source receive's header tag has source 0; the source bits are
   // ignored when matching (start_transport()).
   item->tag = collectives::make_p2p_tag(tag, directed_ ? 0 : is_send ? rank : std::max(peer, 0));
-  // Note [point-to-point on one host]: an eager message is posted here
-  // when the engine is idle (claiming it keeps this call's place among the
-  // rank's operations).
-  if (m == Mode::Mailbox && bytes <= shared::kEagerBytes) {
+  // Note [point-to-point on one host]: posted here when the engine is idle
+  // (claiming it keeps this call's place among the rank's operations).
+  if (m == Mode::Mailbox) {
     state->phase = detail::WorkState::Phase::Running;
     state->started = coarse_now();
     if (comm_.engine().claim_inline(state)) {
@@ -222,8 +229,7 @@ void PointToPoint::drop() {
   Finished fin;
   {
     std::lock_guard<std::mutex> lk(mail_->mu);
-    size_t outstanding = pending_.size() + posted_.size() + to_post_.size();
-    for (const auto& q : outbox_) outstanding += q.size();
+    const size_t outstanding = pending_.size() + mail_outstanding();
     if (outstanding == 0) return;
     log().warn("rank {}: communicator {} is destroyed with {} sends/receives outstanding; they "
                "are cancelled", comm_.rank, comm_.name, outstanding);

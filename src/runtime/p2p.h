@@ -15,23 +15,20 @@
 // - Matching. Messages from one sender with one tag arrive in the order
 //   they were sent, and a receive takes the first message of its (source,
 //   tag) pair (or of its tag, from any source).
-// - Messages. A message is a header (its length, the sender, and the data
-//   itself up to an eager limit) and, for longer messages, a payload that
-//   the transport carries. The receiver posts the payload's receive only
-//   once the header said the length it expects: a message of another
-//   length is a Mismatch naming both, and never a truncated receive
+// - Messages. Between ranks of one host, through mailboxes in shared
+//   memory (Note [point-to-point on one host]). Otherwise (across hosts,
+//   and with GRADWIRE_SHM_COLLECTIVES=off) through the transport: a header
+//   (its length, the sender, and data of up to kInlineBytes) and, for
+//   longer messages, a payload. The header's tag is kP2pBit | payload:1 |
+//   tag:32 | source rank:20 (Note [tags] in collectives/context.h), so
+//   messages never match a collective's. The receiver posts the payload's
+//   receive only once the header said the length it expects, in the order
+//   of the headers, so each takes its own message (the transport orders
+//   sends with one tag: FI_ORDER_SAS).
+// - Sizes. Either way a message of another length than its receive
+//   expects is a Mismatch naming both, and never a truncated receive
 //   (libfabric 1.17's shm provider never completes a truncated large
-//   receive: its engine thread hung until the deadline). Payload receives
-//   are posted in the order of their headers, so each takes its own
-//   message (the transport orders sends with one tag: FI_ORDER_SAS).
-//   Headers travel two ways:
-//   - Across hosts (and with GRADWIRE_SHM_COLLECTIVES=off) through the
-//     transport, which matches them: its tag is kP2pBit | payload:1 |
-//     tag:32 | source rank:20 (Note [tags] in collectives/context.h), so
-//     messages never match a collective's. Data of up to kInlineBytes
-//     rides in the header.
-//   - Between ranks of one host, through mailboxes in shared memory (Note
-//     [point-to-point on one host]), with data of up to shared::kEagerBytes.
+//   receive: its engine thread hung until the deadline).
 // - Failure, as for collectives (Note [a failed collective aborts its
 //   communicator]): a receive whose message has a different size (the
 //   ranks disagree: Mismatch), a broken connection (PeerLost), an operation
@@ -45,34 +42,41 @@
 // Note [point-to-point on one host]: on a communicator whose ranks map each
 // other's control segments (the small collectives' condition), each
 // ordered pair of ranks has a mailbox (Note [mailboxes] in
-// memory/mailbox.h) that carries the headers, and the data of messages up
-// to kEagerBytes, in send order. The receiver matches them itself, MPI's
-// way: a header that arrives before its receive is kept (data included) in
-// `arrived_` until a receive takes it, and a receive posted first waits in
-// `posted_`. No provider call is involved for eager messages, so:
-// - a send or receive of up to kEagerBytes is posted on the caller's
-//   thread when the engine is idle (as small collectives run: Note [inline
-//   small collectives] in runtime/engine.h); a send whose record fits is
-//   complete when posted (its buffer is free again), as an eager MPI send;
-// - the thread that waits for a receive drains the mailboxes itself (Note
-//   [waiters drive progress] in base/work_state.h), so a message is
-//   received within a poll of its arrival, not at the engine's next poll
-//   after a futex wake-up; the engine polls every millisecond meanwhile,
-//   for deadlines and for Works nobody waits on (Note [lingering poller]
-//   in engine.cpp);
-// - longer messages send a header alone and their payload through the
-//   transport, on the engine thread, which posts the payload receives in
-//   the order the headers were matched (a waiter that matched one wakes
-//   it);
-// - everything here is under one lock (Mail::mu), which a waiter only ever
-//   try-locks; WorkStates are finished after it is released (a callback
-//   may post the next message);
-// - a failure noticed by a waiter (a size mismatch) fails its operation at
-//   once and is handed to the engine thread, which fails the communicator
-//   (cancelling transfers is a provider call).
-// A receiver that never polls holds its senders back once their rings are
-// full (256 KiB each); their sends then complete when it reads, or fail at
-// their deadline.
+// memory/mailbox.h), and messages never touch the transport:
+// - A message of up to kEagerBytes is one record in the ring, data
+//   included; a send whose record fits is complete when posted (its buffer
+//   is free again), as an eager MPI send.
+// - A longer one announces itself with a record naming its id; once the
+//   receiver matched it, the receiver writes a clear-to-send record (the id)
+//   into its own ring to the sender, and the sender streams the data through
+//   the pair's bulk channel, 256 KiB chunks in two halves, which the
+//   receiver copies into the user's buffer as they come. Messages stream
+//   in clearance order, which both sides know, so chunks need no header;
+//   clearance may follow another order than sending (receives with other
+//   tags posted first), which a shared FIFO of data could not.
+// - The receiver matches records itself, MPI's way: a record that arrives
+//   before its receive is kept (eager data included) in `arrived_` until a
+//   receive takes it; a receive posted first waits in `posted_`.
+// - No provider call is involved, so every send and receive is posted on
+//   the caller's thread when the engine is idle (as small collectives run:
+//   Note [inline small collectives] in runtime/engine.h), and every thread
+//   that waits drives progress for all of them under one lock (Mail::mu):
+//   a Work's waiter (Note [waiters drive progress] in base/work_state.h),
+//   and the flag and transport waits of collectives (Context's side
+//   progress), so a rank inside a collective still reads its mailboxes and
+//   streams what its peers cleared (a peer may wait on that message before
+//   it joins the collective: the deadlock MPI avoids the same way). The
+//   engine polls every millisecond meanwhile, for deadlines and for Works
+//   nobody waits on (Note [lingering poller] in engine.cpp).
+// - WorkStates are finished after the lock is released (a callback may post
+//   the next message). A failure noticed off the engine thread (a size
+//   mismatch) fails its operation at once and is handed to the engine,
+//   which fails the communicator (cancelling transfers is a provider call).
+// - A receiver that never polls holds its senders back once their rings
+//   are full (256 KiB each) or their long messages wait for clearance; the
+//   sends then complete when it reads, or fail at their deadline.
+// - Memory: 768 KiB per ordered pair, in the sender's control segment
+//   (6 MiB per rank of an 8-rank host).
 #pragma once
 
 #include <cstdint>
@@ -116,6 +120,8 @@ class PointToPoint {
   Engine::Poll poll();
   // Engine thread, as it exits: cancels and fails what is outstanding.
   void drop();
+  // What a collective's idle waits advance (Context::set_side_progress).
+  detail::Progress& side_progress() { return *mail_; }
 
  private:
   // A header on the transport: the length (8 bytes), the sender's rank (4),
@@ -128,7 +134,8 @@ class PointToPoint {
     std::shared_ptr<detail::WorkState> state;
     Deadline deadline = Deadline::never();  // set when posted
     bool is_send = false, payload_posted = false;
-    bool header_put = false;  // mailboxes: a send's header is in the ring
+    uint64_t id = 0;     // mailboxes: a long message's number on its pair
+    uint64_t moved = 0;  // mailboxes: bytes of a long message streamed so far
     void* buf = nullptr;
     size_t bytes = 0;
     int peer = -1;
@@ -155,7 +162,8 @@ class PointToPoint {
     int source = 0;
     uint32_t tag = 0;
     uint64_t length = 0;
-    bool apart = false;  // the payload comes through the transport
+    uint32_t flags = 0;  // kMailPayloadApart: a long message, `id` on its pair
+    uint64_t id = 0;
     std::vector<std::byte> data;
   };
   // The lock and the waiters' way in (Note [waiters drive progress]).
@@ -184,18 +192,30 @@ class PointToPoint {
   Engine::Poll poll_transport(Finished& fin);
 
   // Mailboxes (p2p_mail.cpp).
+  // A record waiting for room in its ring: an operation's (eager data or
+  // an announcement), or, with op null, a clear-to-send for message `cts`.
+  struct Outgoing {
+    OpPtr op;
+    uint64_t cts = 0;
+  };
   void start_mail(const OpPtr& op, Finished& fin);
-  // Any thread holding mu: moves headers out of full rings and into
-  // matching receives; true if anything moved. No provider call.
+  // Puts `o` into the ring to `peer` behind whatever waits there.
+  void enqueue(int peer, Outgoing o, Finished& fin);
+  bool put_record(int peer, const Outgoing& o);
+  // Any thread holding mu: moves records and chunks; true if anything
+  // moved. No provider call.
   bool advance_mail(Finished& fin);
-  // A header from `source` for `op`: checks the length, copies eager data
-  // (`copy` writes `length` bytes to its argument), or queues the payload.
+  // A record from `source` for receive `op`: checks the length, copies
+  // eager data (`copy` writes it to its argument), or clears a long one.
   template <class Copy>
-  void deliver(Op& op, int source, uint64_t length, bool apart, Copy&& copy, Finished& fin);
-  bool put_header(Op& op);
+  void deliver(const OpPtr& op, int source, uint64_t length, uint32_t flags, uint64_t id,
+               Copy&& copy, Finished& fin);
+  bool stream_out(int peer, Finished& fin);
+  bool stream_in(int source, Finished& fin);
   Engine::Poll poll_mail(Finished& fin);
-  // Fails every operation the mailboxes hold (not the transport's).
+  // Fails every operation the mailboxes hold.
   void fail_all_mail(ErrorCode code, const std::string& why, Finished& fin);
+  size_t mail_outstanding() const;
 
   CommunicatorImpl& comm_;
   const std::shared_ptr<Mail> mail_ = std::make_shared<Mail>();
@@ -207,13 +227,18 @@ class PointToPoint {
   // (transport::Transport::cancel_all): their requests live as long as the
   // transport may write them.
   std::vector<OpPtr> abandoned_;
-  // Mailboxes, under mu.
-  std::vector<shared::MailboxWriter> out_;   // by destination
-  std::vector<shared::MailboxReader> in_;    // by source
-  std::vector<std::deque<OpPtr>> outbox_;    // by destination: headers waiting for room
-  std::deque<OpPtr> posted_;                 // receives waiting for a header, in post order
-  std::deque<Arrived> arrived_;              // headers waiting for a receive, in arrival order
-  std::deque<OpPtr> to_post_;                // matched receives whose payload the engine posts
+  // Mailboxes, under mu; by peer.
+  std::vector<shared::MailboxWriter> out_;
+  std::vector<shared::MailboxReader> in_;
+  std::vector<shared::BulkWriter> bulk_out_;
+  std::vector<shared::BulkReader> bulk_in_;
+  std::vector<std::deque<Outgoing>> outbox_;     // records waiting for room
+  std::vector<uint64_t> next_id_;                // long messages announced to each peer
+  std::vector<std::deque<OpPtr>> awaiting_cts_;  // long sends not cleared yet
+  std::vector<std::deque<OpPtr>> streaming_out_;  // cleared long sends, in clearance order
+  std::vector<std::deque<OpPtr>> streaming_in_;   // cleared long receives, in that order
+  std::deque<OpPtr> posted_;     // receives waiting for a record, in post order
+  std::deque<Arrived> arrived_;  // records waiting for a receive, in arrival order
   // A failure a waiter noticed, for the engine to fail the communicator with.
   std::string deferred_reason_;
   ErrorCode deferred_code_ = ErrorCode::Internal;

@@ -8,60 +8,60 @@
 
 #include "base/errors.h"
 #include "base/logging.h"
-#include "collectives/context.h"
+#include "kernels/cpu/copy.h"
 #include "runtime/communicator_impl.h"
 #include "runtime/p2p.h"
 #include "runtime/watchdog.h"
 
 namespace gradwire {
 
-bool PointToPoint::put_header(Op& op) {
-  const bool apart = op.bytes > shared::kEagerBytes;
-  return out_[op.peer].put(op.user_tag, apart ? shared::kMailPayloadApart : 0, op.bytes,
-                           apart ? nullptr : op.buf, apart ? 0 : op.bytes);
+bool PointToPoint::put_record(int peer, const Outgoing& o) {
+  if (!o.op) return out_[peer].put(0, shared::kMailClearToSend, 0, o.cts, nullptr, 0);
+  const Op& op = *o.op;
+  if (op.bytes > shared::kEagerBytes) {
+    return out_[peer].put(op.user_tag, shared::kMailPayloadApart, op.bytes, op.id, nullptr, 0);
+  }
+  return out_[peer].put(op.user_tag, 0, op.bytes, 0, op.buf, op.bytes);
+}
+
+void PointToPoint::enqueue(int peer, Outgoing o, Finished& fin) {
+  // Behind any record still waiting for room, so the ring keeps send order.
+  if (!outbox_[peer].empty() || !put_record(peer, o)) {
+    outbox_[peer].push_back(std::move(o));
+    return;
+  }
+  if (o.op && o.op->bytes <= shared::kEagerBytes) fin.add(*o.op, nullptr);  // the data is in the ring
 }
 
 void PointToPoint::start_mail(const OpPtr& item, Finished& fin) {
   Op& op = *item;
   if (op.is_send) {
-    // Behind any header still waiting for room, so the ring keeps send order.
-    if (outbox_[op.peer].empty() && put_header(op)) {
-      op.header_put = true;
-    } else {
-      outbox_[op.peer].push_back(item);
-    }
     if (op.bytes > shared::kEagerBytes) {
-      // Engine thread: long messages never post on a caller's (post()).
-      comm_.transport->isend(op.payload_req, op.peer, op.buf, op.bytes,
-                             op.tag | collectives::kPayloadBit, op.deadline);
-      op.payload_posted = true;
-      pending_.push_back(item);
-    } else if (op.header_put) {
-      fin.add(op, nullptr);  // eager: the data is in the ring
+      op.id = next_id_[op.peer]++;
+      awaiting_cts_[op.peer].push_back(item);
     }
+    enqueue(op.peer, Outgoing{item}, fin);
     return;
   }
   for (auto it = arrived_.begin(); it != arrived_.end(); ++it) {
     if (it->tag != op.user_tag || (op.peer != kAnySource && it->source != op.peer)) continue;
     Arrived a = std::move(*it);
     arrived_.erase(it);
-    deliver(op, a.source, a.length, a.apart,
-            [&](void* dst) { std::memcpy(dst, a.data.data(), a.length); }, fin);
-    if (a.apart && !op.finished) to_post_.push_back(item);
+    deliver(item, a.source, a.length, a.flags, a.id,
+            [&](void* dst) { std::memcpy(dst, a.data.data(), a.data.size()); }, fin);
     return;
   }
   posted_.push_back(item);
 }
 
 template <class Copy>
-void PointToPoint::deliver(Op& op, int source, uint64_t length, bool apart, Copy&& copy,
-                           Finished& fin) {
+void PointToPoint::deliver(const OpPtr& item, int source, uint64_t length, uint32_t flags,
+                           uint64_t id, Copy&& copy, Finished& fin) {
+  Op& op = *item;
   if (op.peer == kAnySource) {
     op.peer = source;
     if (op.source) *op.source = source;
   }
-  // The payload's tag names its sender unless the provider matches sources.
-  op.tag = collectives::make_p2p_tag(op.user_tag, directed_ ? 0 : source);
   if (length != op.bytes) {
     const std::string reason = fmt::format(
         "{}: the message has {} bytes, but {} were expected; likely cause: the ranks disagree on "
@@ -75,75 +75,139 @@ void PointToPoint::deliver(Op& op, int source, uint64_t length, bool apart, Copy
     comm_.engine().want_poll(true);
     return;
   }
-  if (!apart) {
+  if ((flags & shared::kMailPayloadApart) == 0) {
     if (length > 0) copy(op.buf);
     fin.add(op, nullptr);
     return;
   }
-  comm_.engine().want_poll(true);  // the payload's receive is the engine's to post
+  op.id = id;
+  streaming_in_[source].push_back(item);
+  enqueue(source, Outgoing{nullptr, id}, fin);
+}
+
+bool PointToPoint::stream_out(int peer, Finished& fin) {
+  bool moved = false;
+  auto& queue = streaming_out_[peer];
+  while (!queue.empty()) {
+    Op& op = *queue.front();
+    while (op.moved < op.bytes) {
+      const size_t chunk = std::min<uint64_t>(shared::kBulkChunk, op.bytes - op.moved);
+      if (!bulk_out_[peer].write(static_cast<std::byte*>(op.buf) + op.moved, chunk)) return moved;
+      op.moved += chunk;
+      moved = true;
+    }
+    fin.add(op, nullptr);
+    queue.pop_front();
+  }
+  return moved;
+}
+
+bool PointToPoint::stream_in(int source, Finished& fin) {
+  bool moved = false;
+  auto& queue = streaming_in_[source];
+  while (!queue.empty()) {
+    Op& op = *queue.front();
+    while (op.moved < op.bytes) {
+      const std::byte* chunk = bulk_in_[source].peek();
+      if (!chunk) return moved;
+      const size_t bytes = std::min<uint64_t>(shared::kBulkChunk, op.bytes - op.moved);
+      kernels::copy(static_cast<std::byte*>(op.buf) + op.moved, chunk, bytes);
+      bulk_in_[source].release();
+      op.moved += bytes;
+      moved = true;
+    }
+    fin.add(op, nullptr);
+    queue.pop_front();
+  }
+  return moved;
 }
 
 bool PointToPoint::advance_mail(Finished& fin) {
   if (mode_ != Mode::Mailbox) return false;
   bool moved = false;
-  for (auto& queue : outbox_) {
-    while (!queue.empty()) {
-      Op& op = *queue.front();
-      if (!put_header(op)) break;
-      op.header_put = true;
-      if (op.bytes <= shared::kEagerBytes) fin.add(op, nullptr);
+  const int n = comm_.size;
+  for (int peer = 0; peer < n; ++peer) {
+    auto& queue = outbox_[peer];
+    while (!queue.empty() && put_record(peer, queue.front())) {
+      const OpPtr& op = queue.front().op;
+      if (op && op->bytes <= shared::kEagerBytes) fin.add(*op, nullptr);
       queue.pop_front();
       moved = true;
     }
   }
-  for (int source = 0; source < comm_.size; ++source) {
+  for (int source = 0; source < n; ++source) {
     shared::MailboxReader& in = in_[source];
     while (const shared::MailRecord* rec = in.peek()) {
-      const bool apart = (rec->flags & shared::kMailPayloadApart) != 0;
-      const uint64_t length = rec->length;
-      const uint32_t tag = rec->tag;
-      // A record's data is at most kEagerBytes (MailboxWriter::put).
-      const size_t data_bytes = apart ? 0 : size_t(std::min<uint64_t>(length, shared::kEagerBytes));
-      auto match = std::find_if(posted_.begin(), posted_.end(), [&](const OpPtr& op) {
-        return op->user_tag == tag && (op->peer == kAnySource || op->peer == source);
-      });
-      if (match != posted_.end()) {
-        OpPtr item = std::move(*match);
-        posted_.erase(match);
-        deliver(*item, source, length, apart,
-                [&](void* dst) { in.copy_data(rec, dst, data_bytes); }, fin);
-        if (apart && !item->finished) to_post_.push_back(std::move(item));
+      const uint32_t flags = rec->flags, tag = rec->tag;
+      const uint64_t length = rec->length, id = rec->aux;
+      // Only eager records carry data, at most kEagerBytes (MailboxWriter::put).
+      const size_t data_bytes =
+          flags != 0 ? 0 : size_t(std::min<uint64_t>(length, shared::kEagerBytes));
+      if (flags & shared::kMailClearToSend) {
+        // Our long message `id` may stream.
+        auto& waiting = awaiting_cts_[source];
+        auto it = std::find_if(waiting.begin(), waiting.end(),
+                               [&](const OpPtr& op) { return op->id == id; });
+        if (it != waiting.end()) {
+          streaming_out_[source].push_back(std::move(*it));
+          waiting.erase(it);
+        }
       } else {
-        Arrived a{source, tag, length, apart, {}};
-        a.data.resize(data_bytes);
-        in.copy_data(rec, a.data.data(), data_bytes);
-        arrived_.push_back(std::move(a));
+        auto match = std::find_if(posted_.begin(), posted_.end(), [&](const OpPtr& op) {
+          return op->user_tag == tag && (op->peer == kAnySource || op->peer == source);
+        });
+        if (match != posted_.end()) {
+          OpPtr item = std::move(*match);
+          posted_.erase(match);
+          deliver(item, source, length, flags, id,
+                  [&](void* dst) { in.copy_data(rec, dst, data_bytes); }, fin);
+        } else {
+          Arrived a{source, tag, length, flags, id, {}};
+          a.data.resize(data_bytes);
+          in.copy_data(rec, a.data.data(), data_bytes);
+          arrived_.push_back(std::move(a));
+        }
       }
       in.pop(data_bytes);
       moved = true;
     }
   }
+  for (int peer = 0; peer < n; ++peer) {
+    if (!streaming_out_[peer].empty()) moved |= stream_out(peer, fin);
+    if (!streaming_in_[peer].empty()) moved |= stream_in(peer, fin);
+  }
   return moved;
 }
 
-void PointToPoint::fail_all_mail(ErrorCode code, const std::string& why, Finished& fin) {
-  const auto fail_op = [&](Op& op) {
-    fin.add(op, std::make_exception_ptr(Error(
-        code, fmt::format("{} did not complete: {}", op.state->description(), why))));
-  };
-  for (auto& op : posted_) fail_op(*op);
-  for (auto& op : to_post_) fail_op(*op);
-  for (auto& queue : outbox_) {
-    for (auto& op : queue) fail_op(*op);
-    queue.clear();
+size_t PointToPoint::mail_outstanding() const {
+  size_t n = posted_.size();
+  for (size_t p = 0; p < outbox_.size(); ++p) {
+    n += outbox_[p].size() + awaiting_cts_[p].size() + streaming_out_[p].size() +
+         streaming_in_[p].size();
   }
+  return n;
+}
+
+void PointToPoint::fail_all_mail(ErrorCode code, const std::string& why, Finished& fin) {
+  const auto fail_op = [&](const OpPtr& op) {
+    if (!op) return;
+    fin.add(*op, std::make_exception_ptr(Error(
+        code, fmt::format("{} did not complete: {}", op->state->description(), why))));
+  };
+  for (auto& op : posted_) fail_op(op);
   posted_.clear();
-  to_post_.clear();
   arrived_.clear();
+  for (size_t p = 0; p < outbox_.size(); ++p) {
+    for (auto& o : outbox_[p]) fail_op(o.op);
+    for (auto* queue : {&awaiting_cts_[p], &streaming_out_[p], &streaming_in_[p]}) {
+      for (auto& op : *queue) fail_op(op);
+      queue->clear();
+    }
+    outbox_[p].clear();
+  }
 }
 
 Engine::Poll PointToPoint::poll_mail(Finished& fin) {
-  using State = transport::Request::State;
   if (!deferred_reason_.empty()) {
     comm_.fail(deferred_reason_, deferred_code_);
     deferred_reason_.clear();
@@ -154,43 +218,8 @@ Engine::Poll PointToPoint::poll_mail(Finished& fin) {
   }
   if (comm_.aborted()) fail_all_mail(ErrorCode::Aborted, comm_.abort_reason(), fin);
   advance_mail(fin);
-  // Payload receives, in the order their headers were matched.
-  while (!to_post_.empty()) {
-    OpPtr item = std::move(to_post_.front());
-    to_post_.pop_front();
-    Op& op = *item;
-    try {
-      comm_.transport->irecv(op.payload_req, op.peer, op.buf, op.bytes,
-                             op.tag | collectives::kPayloadBit, op.deadline);
-    } catch (const Error& e) {
-      fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()), fin);
-      continue;
-    }
-    op.payload_posted = true;
-    pending_.push_back(std::move(item));
-  }
-  if (!pending_.empty()) {
-    comm_.transport->progress();
-    size_t kept = 0;
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      Op& op = *pending_[i];
-      if (op.payload_req.state == State::Failed) {
-        failed_request(op, op.payload_req, fin);
-      } else if (op.payload_req.state == State::Done) {
-        // A send whose header still waits for room is finished: its buffer
-        // is free; the outbox keeps the header.
-        fin.add(op, nullptr);
-      } else if (op.deadline.expired()) {
-        fail(op, ErrorCode::Timeout, timeout_reason(op), fin);
-        if (op.payload_req.state == State::Pending) abandoned_.push_back(pending_[i]);
-      } else {
-        pending_[kept++] = std::move(pending_[i]);
-        continue;
-      }
-    }
-    pending_.resize(kept);
-  }
-  // Deadlines of what waits in the mailboxes.
+  // Deadlines of whatever still waits. The first to expire fails the
+  // communicator; the next poll fails the rest as Aborted (above).
   const auto expire = [&](std::deque<OpPtr>& queue) {
     for (auto it = queue.begin(); it != queue.end();) {
       if ((*it)->deadline.expired()) {
@@ -202,12 +231,15 @@ Engine::Poll PointToPoint::poll_mail(Finished& fin) {
     }
   };
   expire(posted_);
-  for (auto& queue : outbox_) expire(queue);
-  if (!pending_.empty() || !to_post_.empty()) return Engine::Poll::Busy;
-  const bool waiting = !posted_.empty() ||
-                       std::any_of(outbox_.begin(), outbox_.end(),
-                                   [](const std::deque<OpPtr>& q) { return !q.empty(); });
-  return waiting ? Engine::Poll::Waiting : Engine::Poll::Idle;
+  for (size_t p = 0; p < outbox_.size(); ++p) {
+    for (auto it = outbox_[p].begin(); it != outbox_[p].end(); ++it) {
+      if (it->op && it->op->deadline.expired()) {
+        fail(*it->op, ErrorCode::Timeout, timeout_reason(*it->op), fin);
+      }
+    }
+    for (auto* queue : {&awaiting_cts_[p], &streaming_out_[p], &streaming_in_[p]}) expire(*queue);
+  }
+  return mail_outstanding() > 0 ? Engine::Poll::Waiting : Engine::Poll::Idle;
 }
 
 }  // namespace gradwire

@@ -48,11 +48,11 @@ TEST(Mailbox, RecordsArriveInOrderAndEmptyIsNull) {
   MailboxReader r(ring.base());
   EXPECT_EQ(r.peek(), nullptr);
   const auto a = pattern(0, 1), b = pattern(5, 2), c = pattern(32, 3), d = pattern(4097, 4);
-  ASSERT_TRUE(w.put(1, 0, a.size(), a.data(), a.size()));
-  ASSERT_TRUE(w.put(2, 0, b.size(), b.data(), b.size()));
-  ASSERT_TRUE(w.put(0xffffffffu, kMailPayloadApart, 1u << 30, nullptr, 0));
-  ASSERT_TRUE(w.put(3, 0, c.size(), c.data(), c.size()));
-  ASSERT_TRUE(w.put(4, 0, d.size(), d.data(), d.size()));
+  ASSERT_TRUE(w.put(1, 0, a.size(), 0, a.data(), a.size()));
+  ASSERT_TRUE(w.put(2, 0, b.size(), 0, b.data(), b.size()));
+  ASSERT_TRUE(w.put(0xffffffffu, kMailPayloadApart, 1u << 30, 0, nullptr, 0));
+  ASSERT_TRUE(w.put(3, 0, c.size(), 0, c.data(), c.size()));
+  ASSERT_TRUE(w.put(4, 0, d.size(), 0, d.data(), d.size()));
   expect_record(r, 1, 0, 0, a);
   expect_record(r, 2, 0, 5, b);
   expect_record(r, 0xffffffffu, kMailPayloadApart, 1u << 30, {});
@@ -67,16 +67,16 @@ TEST(Mailbox, AFullRingRefusesUntilTheReaderConsumes) {
   MailboxReader r(ring.base());
   const auto big = pattern(kEagerBytes, 9);
   int put = 0;
-  while (w.put(uint32_t(put), 0, big.size(), big.data(), big.size())) ++put;
+  while (w.put(uint32_t(put), 0, big.size(), 0, big.data(), big.size())) ++put;
   // 256 KiB holds three 64 KiB records with their headers and one free line.
   EXPECT_EQ(put, 3);
   // The rest (64 KiB less the headers and the free line) still takes a
   // smaller record, and then nothing more.
   const size_t rest = kMailCapacity - 3 * mail_record_bytes(kEagerBytes) - 64 - 32;
-  ASSERT_TRUE(w.put(3, 0, rest, big.data(), rest));
-  EXPECT_FALSE(w.put(99, 0, 1, big.data(), 1)) << "no room, not even for a small one";
+  ASSERT_TRUE(w.put(3, 0, rest, 0, big.data(), rest));
+  EXPECT_FALSE(w.put(99, 0, 1, 0, big.data(), 1)) << "no room, not even for a small one";
   expect_record(r, 0, 0, big.size(), big);
-  EXPECT_TRUE(w.put(4, 0, big.size(), big.data(), big.size()));
+  EXPECT_TRUE(w.put(4, 0, big.size(), 0, big.data(), big.size()));
   for (uint32_t i = 1; i <= 2; ++i) expect_record(r, i, 0, big.size(), big);
   expect_record(r, 3, 0, rest, std::vector<std::byte>(big.begin(), big.begin() + rest));
   expect_record(r, 4, 0, big.size(), big);
@@ -93,7 +93,7 @@ TEST(Mailbox, WrapsAroundWithEverySize) {
   for (size_t bytes = 0; bytes < 3 * kMailCapacity; bytes += 4093) {
     const size_t n = bytes % (kEagerBytes + 1);
     const auto data = pattern(n, tag);
-    ASSERT_TRUE(w.put(tag, 0, n, data.data(), n)) << n;
+    ASSERT_TRUE(w.put(tag, 0, n, 0, data.data(), n)) << n;
     expect_record(r, tag, 0, n, data);
     ++tag;
   }
@@ -114,7 +114,7 @@ TEST(Mailbox, StaleDataIsNeverAStamp) {
     for (size_t i = 0; i < fake.size(); ++i) {
       fake[i] = start + kMailCapacity + 32 + i * 8 + 1;  // a later lap's stamp here
     }
-    ASSERT_TRUE(w.put(7, 0, kEagerBytes, fake.data(), kEagerBytes));
+    ASSERT_TRUE(w.put(7, 0, kEagerBytes, 0, fake.data(), kEagerBytes));
     ASSERT_NE(r.peek(), nullptr);
     r.pop(kEagerBytes);
     EXPECT_EQ(r.peek(), nullptr) << "lap " << lap;
@@ -122,7 +122,7 @@ TEST(Mailbox, StaleDataIsNeverAStamp) {
   // Small records over that memory: each is seen once, then nothing.
   for (uint32_t i = 0; i < 5000; ++i) {
     const uint64_t v = i;
-    ASSERT_TRUE(w.put(i, 0, 8, &v, 8));
+    ASSERT_TRUE(w.put(i, 0, 8, 0, &v, 8));
     const MailRecord* rec = r.peek();
     ASSERT_NE(rec, nullptr);
     EXPECT_EQ(rec->tag, i);
@@ -140,7 +140,7 @@ TEST(Mailbox, TwoThreadsKeepEveryMessageInOrder) {
     for (uint32_t i = 0; i < kMessages; ++i) {
       const size_t n = (size_t(i) * 7919) % 9000;
       const auto data = pattern(n, i);
-      while (!w.put(i, 0, n, data.data(), n)) std::this_thread::yield();
+      while (!w.put(i, 0, n, 0, data.data(), n)) std::this_thread::yield();
     }
   });
   MailboxReader r(ring.base());
