@@ -133,7 +133,8 @@ void Context::check(const Request& req) const {
 // A peer's reported failure (Note [interrupting a collective]) or the
 // deadline ends a wait on `peer`; `doing` and `detail` say how we waited
 // ("waiting for data from" rank 3, "waiting for" rank 3 " to enter this
-// collective"), words tools/gradwire-fr reads back.
+// collective"), words tools/gradwire-fr reads back. " Timed out " is how
+// Gloo words it and what torch's own tests match (issue 21).
 void Context::check_wait(std::string_view doing, int peer, std::string_view detail) const {
   if (interrupt_ && interrupt_->load(std::memory_order_acquire)) {
     raise(ErrorCode(interrupt_code_->load()), "{} was interrupted while {} rank {}{}: {}", what(),
@@ -141,7 +142,7 @@ void Context::check_wait(std::string_view doing, int peer, std::string_view deta
   }
   if (deadline_.expired()) {
     raise(ErrorCode::Timeout,
-          "{} timed out after {:.1f} s {} rank {}{}{}{}; likely cause: rank {} died, is stuck, or "
+          "{}: Timed out after {:.1f} s {} rank {}{}{}{}; likely cause: rank {} died, is stuck, or "
           "called a different collective or count (GRADWIRE_TIMEOUT_S sets the deadline)",
           what(), std::chrono::duration<double>(options_.timeout).count(), doing, peer, detail,
           algorithm_.empty() ? "" : " in ", algorithm_, peer);

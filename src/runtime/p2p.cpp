@@ -205,8 +205,9 @@ void PointToPoint::fail(Op& op, ErrorCode code, const std::string& reason, Finis
 }
 
 std::string PointToPoint::timeout_reason(const Op& op) const {
-  return fmt::format("Timed out: {} did not complete within {:.1f} s; likely cause: {} posted "
-                     "the matching {} (or posted it with another tag), or it is stalled or dead",
+  // " Timed out " as torch's tests and Gloo's messages say it.
+  return fmt::format("{}: Timed out after {:.1f} s, not complete; likely cause: {} posted the "
+                     "matching {} (or posted it with another tag), or it is stalled or dead",
                      op.state->description(),
                      std::chrono::duration<double>(comm_.options.timeout).count(),
                      op.peer == kAnySource ? std::string("no rank")

@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,9 @@ class GradwireBackend : public c10d::Backend {
                                                     std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "gradwire"; }
+  // The collectives this group has started, alike on every rank while they
+  // are in step (torch compares them to spot desynchronisation).
+  uint64_t getSequenceNumberForGroup() override { return collectives_.load(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -87,11 +91,15 @@ class GradwireBackend : public c10d::Backend {
   static void shutdown_all();
 
  private:
+  // Note [sparse allreduce] (c10d_sparse.cpp).
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts,
+                                                  Communicator& comm, const std::string& what);
   // The Communicator, or AbortedError naming `op` after shutdown().
   std::shared_ptr<Communicator> live(const char* op) const;
 
   mutable std::mutex mu_;
   std::shared_ptr<Communicator> comm_;
+  mutable std::atomic<uint64_t> collectives_{0};
 };
 
 // A torch.futures.Future (Python object) completed with `result` when `work`

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "../rendezvous.h"
@@ -242,9 +243,9 @@ class GradwireWork : public c10d::Work {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
         if (left.count() <= 0) {
-          throw Error(ErrorCode::Timeout, work_.describe() + ": Work.wait(timeout=" +
+          throw Error(ErrorCode::Timeout, work_.describe() + ": Timed out in Work.wait(timeout=" +
                                               std::to_string(timeout.count()) +
-                                              " ms) returned before the collective finished");
+                                              " ms) before the collective finished");
         }
         slice = std::min(slice, left);
       }
@@ -327,6 +328,10 @@ std::shared_ptr<Communicator> GradwireBackend::live(const char* op) const {
                                         ": the process is exiting and gradwire's communicators "
                                         "were shut down (Note [communicators at exit])");
   }
+  // getSequenceNumberForGroup(): collectives only, which every rank of the
+  // group calls alike (point-to-point differs between ranks by design).
+  const std::string_view name(op);
+  if (name != "send" && name != "recv" && name != "communicator") ++collectives_;
   return comm_;
 }
 
@@ -408,6 +413,9 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce(std::vector<at::Tensor
                                                           const c10d::AllreduceOptions& opts) {
   const auto comm = live("allreduce");
   const std::string what = name(*comm, "allreduce");
+  if (tensors.size() == 1 && tensors[0].is_sparse()) {
+    return sparse_allreduce(tensors[0], opts, *comm, what);
+  }
   const at::Tensor& t = single(tensors, what);
   DeviceStreamScope scope(current_stream(t));
   auto w = comm->allreduce(t.data_ptr(), t.data_ptr(), count_of(t), to_dtype(t, what),
