@@ -14,6 +14,14 @@ namespace gradwire {
 namespace detail {
 
 std::string CallText::format() const {
+  if (kind != Kind::Collective) {
+    const bool send = kind == Kind::Send;
+    return fmt::format("rank {}{}: {} {} {} (tag {}, {} x {})", rank,
+                       comm.empty() ? "" : fmt::format(" of {}", comm), send ? "send" : "recv",
+                       send ? "to" : "from",
+                       call.root < 0 ? std::string("any rank") : fmt::format("rank {}", call.root),
+                       seq, call.count, to_string(call.dtype));
+  }
   const std::string_view op = label.empty() ? call.name() : std::string_view(label);
   const std::string d = label.empty() ? call.describe() : detail;
   return fmt::format("rank {}{}: {} #{}{}", rank,
@@ -36,6 +44,7 @@ void WorkState::reuse(CallText text) {
   started = {};
   error = nullptr;
   finishing = false;
+  finishes_later = false;
   done.store(false, std::memory_order_relaxed);
   abandoned.store(false, std::memory_order_relaxed);
   callbacks.clear();

@@ -29,6 +29,10 @@ struct CallText {
   std::string detail;     // with a label: its detail
   uint32_t seq = 0;
   CollectiveCall call;
+  // A point-to-point message (Note [point-to-point] in runtime/p2p.h):
+  // "rank 0: send to rank 1 (tag 7, 4 x float32)"; the peer is call.root
+  // (-1: any rank), the tag is seq.
+  enum class Kind : uint8_t { Collective, Send, Recv } kind = Kind::Collective;
   std::string format() const;
 };
 

@@ -116,6 +116,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     std::lock_guard<std::mutex> lk(mail_->mu);
     m = mode();
   }
+  // (mode() never changes once decided; it is read again under the lock below.)
   if (any_source && m == Mode::Transport && bytes > kInlineBytes &&
       comm_.transport->properties().provider != "shm") {
     // Note [any-source receives]: measured on tcp;ofi_rxm, the payload of
@@ -127,18 +128,19 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
           comm_.transport->properties().provider, kInlineBytes);
   }
   comm_.check_usable(op);
-  auto item = std::make_shared<Op>();
-  // Formatted now, unlike a collective's (Note [descriptions on demand]):
-  // there is no sequence number to format it from later.
-  auto state = std::make_shared<detail::WorkState>(
-      fmt::format("rank {}{}: {} {} {} (tag {}, {} x {})", rank,
-                  comm_.name == "world" ? "" : fmt::format(" of {}", comm_.name), op,
-                  is_send ? "to" : "from",
-                  any_source ? std::string("any rank") : fmt::format("rank {}", peer), tag, count,
-                  to_string(dtype)),
-      comm_.options.timeout);
-  if (m == Mode::Mailbox) state->progress = mail_;
-  item->state = state;
+  // Note [descriptions on demand] in base/work_state.h: the words are made
+  // only if something reads them.
+  detail::CallText text;
+  text.rank = rank;
+  if (comm_.name != "world") text.comm = comm_.name;
+  text.kind = is_send ? detail::CallText::Kind::Send : detail::CallText::Kind::Recv;
+  text.seq = tag;
+  text.call.root = any_source ? -1 : peer;
+  text.call.count = count;
+  text.call.dtype = dtype;
+  std::unique_lock<std::mutex> lk(mail_->mu);
+  OpPtr item = op_for(std::move(text));
+  const std::shared_ptr<detail::WorkState> state = item->state;
   item->is_send = is_send;
   item->buf = buf;
   item->bytes = bytes;
@@ -149,19 +151,17 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   // ignored when matching (start_transport()).
   item->tag = collectives::make_p2p_tag(tag, directed_ ? 0 : is_send ? rank : std::max(peer, 0));
   // Note [point-to-point on one host]: posted here when the engine is idle
-  // (claiming it keeps this call's place among the rank's operations).
+  // (claiming it keeps this call's place among the rank's operations; the
+  // engine never takes mu while it holds its own lock, so this order is safe).
   if (m == Mode::Mailbox) {
     state->phase = detail::WorkState::Phase::Running;
     state->started = coarse_now();
     if (comm_.engine().claim_inline(state)) {
       Finished fin;
-      bool outstanding;
-      {
-        std::lock_guard<std::mutex> lk(mail_->mu);
-        item->deadline = Deadline::after(comm_.options.timeout);
-        start(item, fin);
-        outstanding = !item->finished;
-      }
+      item->deadline = Deadline::after(comm_.options.timeout);
+      start(item, fin);
+      const bool outstanding = !item->finished;
+      lk.unlock();
       comm_.engine().release_inline();
       fin.deliver();
       if (outstanding) comm_.engine().want_poll();
@@ -169,6 +169,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     }
     state->phase = detail::WorkState::Phase::Queued;
   }
+  lk.unlock();
   comm_.engine().submit(state, [this, item](detail::WorkState& work) {
     comm_.check_usable(item->is_send ? "send" : "recv");
     Finished fin;
@@ -191,6 +192,33 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   return Work(state);
 }
 
+PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
+  // Note [the lean inline path] in runtime/communicator.cpp, for messages:
+  // an operation (and its WorkState) that nothing but this pool holds any
+  // more is reset and used again, so that a ping-pong allocates nothing.
+  // Only under mailboxes: transport requests are not reset.
+  if (mode_ == Mode::Mailbox) {
+    for (OpPtr& spare : spares_) {
+      if (spare && spare.use_count() == 1 && spare->state.use_count() == 1) {
+        // The last other holder let go with an acq_rel decrement.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        std::shared_ptr<detail::WorkState> state = std::move(spare->state);
+        state->reuse(std::move(text));
+        *spare = Op{};
+        spare->state = std::move(state);
+        return spare;
+      }
+    }
+  }
+  auto item = std::make_shared<Op>();
+  item->state = std::make_shared<detail::WorkState>(std::move(text), comm_.options.timeout);
+  if (mode_ == Mode::Mailbox) {
+    item->state->progress = mail_;
+    spares_[next_spare_++ % spares_.size()] = item;
+  }
+  return item;
+}
+
 void PointToPoint::start(const OpPtr& op, Finished& fin) {
   if (mode_ == Mode::Mailbox) {
     start_mail(op, fin);
@@ -204,12 +232,14 @@ void PointToPoint::fail(Op& op, ErrorCode code, const std::string& reason, Finis
   fin.add(op, std::make_exception_ptr(Error(code, reason)));
 }
 
-std::string PointToPoint::timeout_reason(const Op& op) const {
+std::string PointToPoint::timeout_reason(const Op& op, const char* stage) const {
   // " Timed out " as torch's tests and Gloo's messages say it.
-  return fmt::format("{}: Timed out after {:.1f} s, not complete; likely cause: {} posted the "
-                     "matching {} (or posted it with another tag), or it is stalled or dead",
-                     op.state->description(),
-                     std::chrono::duration<double>(comm_.options.timeout).count(),
+  const std::string head =
+      fmt::format("{}: Timed out after {:.1f} s, not complete", op.state->description(),
+                  std::chrono::duration<double>(comm_.options.timeout).count());
+  if (stage) return fmt::format("{}: {}", head, stage);
+  return fmt::format("{}; likely cause: {} posted the matching {} (or posted it with another "
+                     "tag), or it is stalled or dead", head,
                      op.peer == kAnySource ? std::string("no rank")
                                            : fmt::format("rank {} never", op.peer),
                      op.is_send ? "recv" : "send");

@@ -79,6 +79,7 @@
 //   (6 MiB per rank of an 8-rank host).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -176,6 +177,8 @@ class PointToPoint {
 
   Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
             int* source);
+  // Under mu: a fresh or reused operation whose WorkState describes `text`.
+  OpPtr op_for(detail::CallText text);
   // Under mu: decides the mode on the first post (the windows are set up
   // when the communicator is made, alike on every rank).
   Mode mode();
@@ -183,7 +186,9 @@ class PointToPoint {
   // eager mailbox messages): posts what `op` starts with.
   void start(const OpPtr& op, Finished& fin);
   void fail(Op& op, ErrorCode code, const std::string& reason, Finished& fin);
-  std::string timeout_reason(const Op& op) const;
+  // `stage`: how far the message got, when the default words (the peer
+  // never posted the matching operation) would be wrong.
+  std::string timeout_reason(const Op& op, const char* stage = nullptr) const;
 
   // Transport headers (p2p.cpp).
   void start_transport(const OpPtr& op);
@@ -227,6 +232,9 @@ class PointToPoint {
   // (transport::Transport::cancel_all): their requests live as long as the
   // transport may write them.
   std::vector<OpPtr> abandoned_;
+  // Recent operations, reused once nothing else holds them (op_for).
+  std::array<OpPtr, 8> spares_;
+  size_t next_spare_ = 0;
   // Mailboxes, under mu; by peer.
   std::vector<shared::MailboxWriter> out_;
   std::vector<shared::MailboxReader> in_;

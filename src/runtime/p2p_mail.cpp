@@ -220,24 +220,31 @@ Engine::Poll PointToPoint::poll_mail(Finished& fin) {
   advance_mail(fin);
   // Deadlines of whatever still waits. The first to expire fails the
   // communicator; the next poll fails the rest as Aborted (above).
-  const auto expire = [&](std::deque<OpPtr>& queue) {
+  const auto expire = [&](std::deque<OpPtr>& queue, const char* stage) {
     for (auto it = queue.begin(); it != queue.end();) {
       if ((*it)->deadline.expired()) {
-        fail(**it, ErrorCode::Timeout, timeout_reason(**it), fin);
+        fail(**it, ErrorCode::Timeout, timeout_reason(**it, stage), fin);
         it = queue.erase(it);
       } else {
         ++it;
       }
     }
   };
-  expire(posted_);
+  expire(posted_, nullptr);
   for (size_t p = 0; p < outbox_.size(); ++p) {
     for (auto it = outbox_[p].begin(); it != outbox_[p].end(); ++it) {
       if (it->op && it->op->deadline.expired()) {
-        fail(*it->op, ErrorCode::Timeout, timeout_reason(*it->op), fin);
+        fail(*it->op, ErrorCode::Timeout,
+             timeout_reason(*it->op, "its mailbox to that rank stayed full; likely cause: the "
+                                     "receiver does not receive (it posts no receives for earlier "
+                                     "messages, or it is stalled or dead)"), fin);
       }
     }
-    for (auto* queue : {&awaiting_cts_[p], &streaming_out_[p], &streaming_in_[p]}) expire(*queue);
+    expire(awaiting_cts_[p], nullptr);
+    expire(streaming_out_[p], "the receiver took part of it and then stopped; likely cause: the "
+                              "receiving rank is stalled or dead");
+    expire(streaming_in_[p], "the sender announced it but stopped sending its data; likely cause: "
+                             "the sending rank is stalled or dead");
   }
   return mail_outstanding() > 0 ? Engine::Poll::Waiting : Engine::Poll::Idle;
 }

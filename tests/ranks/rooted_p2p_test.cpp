@@ -315,6 +315,74 @@ TEST(PointToPoint, ReceiveFromAnySourceAfterTheMessagesArrived) {
   }
 }
 
+// Long messages (past the 64 KiB eager limit: announced, cleared, then
+// streamed) received in the reverse order of sending, by tag, with eager
+// ones between them: each takes its own data.
+TEST(PointToPoint, LongMessagesClearedOutOfOrder) {
+  auto& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const std::vector<size_t> counts{300000, 17, 1 << 20, 65536 / 4 + 1, 5};
+  if (w.rank() == 0) {
+    std::vector<std::vector<int32_t>> data;
+    for (size_t i = 0; i < counts.size(); ++i) data.emplace_back(counts[i], int32_t(i * 1000 + 1));
+    std::vector<gradwire::Work> sends;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      sends.push_back(w.send(data[i].data(), counts[i], DataType::Int32, 1, uint32_t(i)));
+    }
+    for (auto& s : sends) s.wait();
+  } else if (w.rank() == 1) {
+    std::vector<std::vector<int32_t>> got;
+    for (size_t c : counts) got.emplace_back(c, -1);
+    std::vector<gradwire::Work> recvs;
+    for (size_t i = counts.size(); i-- > 0;) {
+      recvs.push_back(w.recv(got[i].data(), counts[i], DataType::Int32, 0, uint32_t(i)));
+    }
+    for (auto& r : recvs) r.wait();
+    for (size_t i = 0; i < counts.size(); ++i) {
+      EXPECT_EQ(got[i], std::vector<int32_t>(counts[i], int32_t(i * 1000 + 1))) << "tag " << i;
+    }
+  }
+  w.barrier().wait();
+}
+
+// More unexpected messages than a mailbox holds (the sender's outbox waits
+// for room), and a long send whose receiver waits for it before it joins a
+// collective that the sender is already in: the sender's collective keeps
+// serving its messages (Note [point-to-point on one host]), or this hangs
+// until the deadline.
+TEST(PointToPoint, CollectivesServeMessagesWhileTheyWait) {
+  auto& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int last = w.size() - 1;
+  constexpr int kMessages = 100;
+  std::vector<std::vector<float>> many(kMessages, std::vector<float>(2048));
+  for (int i = 0; i < kMessages; ++i) many[i].assign(2048, float(i));
+  std::vector<float> big(3 << 20, 2.5f), big_got(3 << 20, 0.f);
+  std::vector<gradwire::Work> sends;
+  if (w.rank() == 0) {
+    for (int i = 0; i < kMessages; ++i) {
+      sends.push_back(w.send(many[i].data(), many[i].size(), DataType::Float32, last, 21));
+    }
+    sends.push_back(w.send(big.data(), big.size(), DataType::Float32, last, 22));
+  }
+  if (w.rank() == last) {
+    w.recv(big_got.data(), big_got.size(), DataType::Float32, 0, 22).wait();
+    EXPECT_EQ(big_got, big);
+  }
+  int64_t one = 1, total = 0;
+  w.allreduce(&one, &total, 1, DataType::Int64, ReduceOp::Sum).wait();
+  EXPECT_EQ(total, w.size());
+  if (w.rank() == last) {
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<float> got(2048, -1.f);
+      w.recv(got.data(), got.size(), DataType::Float32, 0, 21).wait();
+      EXPECT_EQ(got, many[i]) << "message " << i;
+    }
+  }
+  for (auto& s : sends) s.wait();
+  w.barrier().wait();
+}
+
 TEST(PointToPoint, SendToSelf) {
   auto& w = world();
   std::vector<float> a(1000), b(1000, -1.f);
