@@ -247,9 +247,14 @@ class PointToPoint {
   std::vector<std::deque<OpPtr>> streaming_in_;   // cleared long receives, in that order
   std::deque<OpPtr> posted_;     // receives waiting for a record, in post order
   std::deque<Arrived> arrived_;  // records waiting for a receive, in arrival order
-  // A failure a waiter noticed, for the engine to fail the communicator with.
+  // A failure a waiter noticed, for the engine to fail the communicator with,
+  // and the operations it failed: they finish only after the engine has
+  // reported the failure to the job, so a rank that returns from the failed
+  // wait and exits has already told its peers (their next collective fails
+  // instead of timing out).
   std::string deferred_reason_;
   ErrorCode deferred_code_ = ErrorCode::Internal;
+  std::vector<std::pair<OpPtr, std::exception_ptr>> failing_;
 };
 
 }  // namespace gradwire

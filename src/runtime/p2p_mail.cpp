@@ -66,8 +66,9 @@ void PointToPoint::deliver(const OpPtr& item, int source, uint64_t length, uint3
     const std::string reason = fmt::format(
         "{}: the message has {} bytes, but {} were expected; likely cause: the ranks disagree on "
         "the message's size", op.state->description(), length, op.bytes);
-    fin.add(op, std::make_exception_ptr(Error(ErrorCode::Mismatch, reason)));
-    // Failing the communicator cancels transfers: the engine's to do.
+    // Failing the communicator cancels transfers: the engine's to do; the
+    // receive finishes after that (failing_).
+    failing_.emplace_back(item, std::make_exception_ptr(Error(ErrorCode::Mismatch, reason)));
     if (deferred_reason_.empty()) {
       deferred_reason_ = reason;
       deferred_code_ = ErrorCode::Mismatch;
@@ -180,7 +181,7 @@ bool PointToPoint::advance_mail(Finished& fin) {
 }
 
 size_t PointToPoint::mail_outstanding() const {
-  size_t n = posted_.size();
+  size_t n = posted_.size() + failing_.size();
   for (size_t p = 0; p < outbox_.size(); ++p) {
     n += outbox_[p].size() + awaiting_cts_[p].size() + streaming_out_[p].size() +
          streaming_in_[p].size();
@@ -194,6 +195,8 @@ void PointToPoint::fail_all_mail(ErrorCode code, const std::string& why, Finishe
     fin.add(*op, std::make_exception_ptr(Error(
         code, fmt::format("{} did not complete: {}", op->state->description(), why))));
   };
+  for (auto& [op, err] : failing_) fin.add(*op, err);
+  failing_.clear();
   for (auto& op : posted_) fail_op(op);
   posted_.clear();
   arrived_.clear();
@@ -212,6 +215,8 @@ Engine::Poll PointToPoint::poll_mail(Finished& fin) {
     comm_.fail(deferred_reason_, deferred_code_);
     deferred_reason_.clear();
   }
+  for (auto& [op, err] : failing_) fin.add(*op, err);
+  failing_.clear();
   if (job::failed_flag().load(std::memory_order_acquire) && !comm_.aborted()) {
     // Note [interrupting a collective]: another rank failed.
     comm_.fail(job::failure_reason(), ErrorCode(job::failure_code().load()));

@@ -26,6 +26,10 @@
 //   fault_test p2p-no-sender   a receive nobody sends to: Timeout naming the
 //                              peer and the tag
 //   fault_test p2p-peer-dies   the sender dies: Timeout or PeerLost
+//   fault_test rooted-mismatch OP COUNT   reduce|gather|scatter to root 0
+//                              where rank r passes COUNT*(r+1) elements:
+//                              every rank fails with Mismatch or Timeout
+//                              naming the collective
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -236,6 +240,28 @@ int main(int argc, char** argv) {
         return judge("mismatch", &e, {ErrorCode::Transport}, {"allreduce #", "different counts"}, t0);
       }
       return judge("mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Timeout}, {"allreduce #"}, t0);
+    }
+  }
+
+  // Rooted collectives keep the collectives' error guarantees (issue 21).
+  if (mode == "rooted-mismatch") {
+    const std::string op = argc > 2 ? argv[2] : "reduce";
+    const size_t count = (argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1000) * size_t(rank + 1);
+    std::vector<float> send(count * size_t(comm->size()), 1.0f), recv(count * size_t(comm->size()), 0.0f);
+    try {
+      if (op == "reduce") {
+        comm->reduce(send.data(), recv.data(), count, DataType::Float32, ReduceOp::Sum, 0).wait();
+      } else if (op == "gather") {
+        comm->gather(send.data(), recv.data(), count, DataType::Float32, 0).wait();
+      } else {
+        comm->scatter(send.data(), recv.data(), count, DataType::Float32, 0).wait();
+      }
+      comm->barrier().wait();  // a rank the root never waited for learns it here
+      return judge("rooted-mismatch", nullptr, {}, {}, t0);
+    } catch (const Error& e) {
+      // A rank that finished its part learns of the failure on the barrier.
+      return judge("rooted-mismatch", &e, {ErrorCode::Mismatch, ErrorCode::Timeout, ErrorCode::Aborted},
+                   {"rank "}, t0);
     }
   }
 

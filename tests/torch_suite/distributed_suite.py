@@ -89,5 +89,24 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         self._spawn_processes()
 
 
+# Under --as-gloo these tests assert the process group's name is Gloo's, which
+# gradwire's cannot be; they are skipped with the reason rather than counted as
+# failures (issue 21 lists them):
+#  - test_get_backend: dist.get_backend() returns "gradwire", the suite expects
+#    BACKEND ("gloo");
+#  - test_ddp_logging_data_cpu: DDP's logger records a third-party backend's
+#    name as "custom" (torch's Logger knows only its own backends' names), the
+#    suite expects "gloo".
+if os.environ.get("GW_SUITE_AS_GLOO") == "1":
+    import unittest
+
+    _NAME_TESTS = ("test_get_backend", "test_ddp_logging_data_cpu")
+    for _name in _NAME_TESTS:
+        if hasattr(TestDistBackendWithSpawn, _name):
+            setattr(TestDistBackendWithSpawn, _name, unittest.skip(
+                "asserts the backend's name is 'gloo' (gradwire runs under --as-gloo)")(
+                    getattr(TestDistBackendWithSpawn, _name)))
+
+
 if __name__ == "__main__":
     run_tests()
