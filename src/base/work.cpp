@@ -99,10 +99,13 @@ detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
 
 // Note [waiters drive progress] in base/work_state.h: polls s.progress
 // until s is done or `until` passes; false if it passed.
-bool wait_driving(detail::WorkState& s, Clock::time_point until) {
+// `patience` counts from the call; the clock is read only once the wait
+// outlasts the spin (a clock read was a tenth of a ping-pong message).
+bool wait_driving(detail::WorkState& s, Clock::duration patience) {
   detail::Progress& p = *s.progress;
   const uint32_t spin = p.spin, yield_until = spin + 2000, nap_until = yield_until + 200;
   uint32_t idle = 0;
+  Clock::time_point until = Clock::time_point::max();
   for (;;) {
     if (s.done.load(std::memory_order_acquire)) return true;
     if (p.poll()) {
@@ -111,6 +114,7 @@ bool wait_driving(detail::WorkState& s, Clock::time_point until) {
     }
     ++idle;
     if (idle <= spin) continue;
+    if (until == Clock::time_point::max()) until = Clock::now() + patience;  // ~spin polls late
     if ((idle & 63u) == 0 && Clock::now() > until) return false;
     if (idle <= yield_until) {
       sched_yield();
@@ -139,14 +143,18 @@ void Work::wait() const {
   if (s.progress) {
     // The engine fails the operation at its deadline; engine_slack() past
     // it, waiting longer would only hide a stuck engine (as below).
-    if (!wait_driving(s, Clock::now() + s.timeout + detail::engine_slack(s.timeout))) {
+    if (!wait_driving(s, s.timeout + detail::engine_slack(s.timeout))) {
       raise(ErrorCode::Timeout,
             "{} is still pending past its deadline of {:.1f} s: the engine thread is not making "
             "progress (likely a bug in gradwire or a hung provider)", s.description(),
             std::chrono::duration<double>(s.timeout).count());
     }
-    std::lock_guard<std::mutex> lk(s.mu);
-    if (s.error) std::rethrow_exception(s.error);
+    if (!s.done.load(std::memory_order_acquire)) {  // seen Done under mu
+      std::lock_guard<std::mutex> lk(s.mu);
+      if (s.error) std::rethrow_exception(s.error);
+      return;
+    }
+    if (s.error) std::rethrow_exception(s.error);  // `done` is set after `error`
     return;
   }
   std::unique_lock<std::mutex> lk(s.mu);
@@ -169,7 +177,7 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lk(s.mu, std::defer_lock);
   bool finished;
   if (s.progress) {
-    finished = wait_driving(s, Clock::now() + timeout);
+    finished = wait_driving(s, timeout);
     lk.lock();
   } else {
     lk.lock();

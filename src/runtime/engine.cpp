@@ -23,6 +23,7 @@ bool Engine::shutdown() {
   if (!thread_.joinable()) return true;
   std::unique_lock<std::mutex> lk(mu_);
   stopping_ = true;
+  note_occupied();
   cv_.notify_all();
   for (;;) {
     if (exited_) break;
@@ -77,6 +78,7 @@ size_t Engine::fail_queued(std::exception_ptr err) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     failed.swap(queue_);
+    note_occupied();
   }
   for (auto& item : failed) item.first->finish(err);
   return failed.size();
@@ -86,6 +88,7 @@ void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.emplace_back(std::move(state), std::move(task));
+    note_occupied();
   }
   cv_.notify_one();
 }
@@ -95,6 +98,7 @@ bool Engine::claim_inline(const std::shared_ptr<detail::WorkState>& state) {
   if (inline_ || current_ || !queue_.empty() || stopping_ || exited_) return false;
   inline_ = true;
   current_ = state;
+  note_occupied();
   return true;
 }
 
@@ -104,6 +108,7 @@ void Engine::release_inline() {
     std::lock_guard<std::mutex> lk(mu_);
     inline_ = false;
     current_.reset();
+    note_occupied();
     queued = !queue_.empty() || stopping_;  // shutdown() may wait for the loop to exit
   }
   // Only then: waking the idle loop for nothing is a futex round trip, as
@@ -116,6 +121,7 @@ void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
     std::lock_guard<std::mutex> lk(mu_);
     inline_ = false;
     queue_.emplace_front(std::move(state), std::move(task));
+    note_occupied();
   }
   cv_.notify_one();
 }
@@ -210,12 +216,14 @@ void Engine::loop() {
         }
         exited_ = true;
         current_.reset();
+        note_occupied();
         exited_cv_.notify_all();
         return;
       }
       item = std::move(queue_.front());
       queue_.pop_front();
       current_ = item.first;
+      note_occupied();
     }
     item.first->mark_started();
     std::exception_ptr err;
@@ -228,6 +236,7 @@ void Engine::loop() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
+      note_occupied();
     }
     if (poll_) {
       last = poll_();

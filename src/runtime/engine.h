@@ -54,6 +54,11 @@ class Engine {
   // Operations submitted meanwhile queue behind it, so order is kept.
   bool claim_inline(const std::shared_ptr<detail::WorkState>& state);
   void release_inline();
+  // True when nothing is queued, running or claimed: one atomic load, no
+  // lock. Note [messages need no claim] in runtime/p2p.h: for operations
+  // that keep their own order under their own lock (posted messages) this
+  // is enough to keep their place behind what this thread queued before.
+  bool idle_hint() const { return !occupied_.load(std::memory_order_acquire); }
   // The claimed operation could not finish on the caller's thread: the
   // engine thread runs `task` again next, before anything queued.
   void resume(std::shared_ptr<detail::WorkState> state, Task task);
@@ -105,6 +110,13 @@ class Engine {
   bool inline_ = false;  // a caller's thread runs current_
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
+  // Under mu_, after every change of the five above: any of them set
+  // (idle_hint()).
+  std::atomic<bool> occupied_{false};
+  void note_occupied() {
+    occupied_.store(inline_ || current_ || !queue_.empty() || stopping_ || exited_,
+                    std::memory_order_release);
+  }
   std::function<Poll()> poll_;
   bool poll_wanted_ = false;           // under mu_: want_poll()
   std::atomic<bool> polling_{false};   // the idle loop polls (Note [lingering poller] in engine.cpp)

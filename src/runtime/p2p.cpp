@@ -82,6 +82,7 @@ PointToPoint::Mode PointToPoint::mode() {
     }
     mail_->spin = collectives::flag_spin();
   }
+  mode_known_.store(mode_, std::memory_order_release);
   return mode_;
 }
 
@@ -111,12 +112,12 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     raise(ErrorCode::InvalidArgument, "rank {}: {} of CUDA device memory is not supported yet; "
           "copy the data to host memory first", rank, op);
   }
-  Mode m;
-  {
+  Mode m = mode_known_.load(std::memory_order_acquire);
+  if (m == Mode::Unknown) {
     std::lock_guard<std::mutex> lk(mail_->mu);
     m = mode();
   }
-  // (mode() never changes once decided; it is read again under the lock below.)
+  // (mode() never changes once decided.)
   if (any_source && m == Mode::Transport && bytes > kInlineBytes &&
       comm_.transport->properties().provider != "shm") {
     // Note [any-source receives]: measured on tcp;ofi_rxm, the payload of
@@ -151,23 +152,18 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   // ignored when matching (start_transport()).
   item->tag = collectives::make_p2p_tag(tag, directed_ ? 0 : is_send ? rank : std::max(peer, 0));
   // Note [point-to-point on one host]: posted here when the engine is idle
-  // (claiming it keeps this call's place among the rank's operations; the
-  // engine never takes mu while it holds its own lock, so this order is safe).
-  if (m == Mode::Mailbox) {
+  // (Note [messages need no claim]).
+  if (m == Mode::Mailbox && comm_.engine().idle_hint()) {
     state->phase = detail::WorkState::Phase::Running;
     state->started = coarse_now();
-    if (comm_.engine().claim_inline(state)) {
-      Finished fin;
-      item->deadline = Deadline::after(comm_.options.timeout);
-      start(item, fin);
-      const bool outstanding = !item->finished;
-      lk.unlock();
-      comm_.engine().release_inline();
-      fin.deliver();
-      if (outstanding) comm_.engine().want_poll();
-      return Work(state);
-    }
-    state->phase = detail::WorkState::Phase::Queued;
+    Finished fin;
+    item->deadline = Deadline(state->started + comm_.options.timeout);  // Note [coarse clock]
+    start(item, fin);
+    const bool outstanding = !item->finished;
+    lk.unlock();
+    fin.deliver();
+    if (outstanding) comm_.engine().want_poll();
+    return Work(state);
   }
   lk.unlock();
   comm_.engine().submit(state, [this, item](detail::WorkState& work) {
@@ -204,7 +200,7 @@ PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
         std::atomic_thread_fence(std::memory_order_acquire);
         std::shared_ptr<detail::WorkState> state = std::move(spare->state);
         state->reuse(std::move(text));
-        *spare = Op{};
+        spare->reset_for_mail();
         spare->state = std::move(state);
         return spare;
       }
