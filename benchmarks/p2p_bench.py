@@ -12,6 +12,7 @@ sizes alternating between the backends.
     rank sends per second.
 
     mpirun --allow-run-as-root -np 2 python3 benchmarks/p2p_bench.py [--max 64M]
+    mpirun --allow-run-as-root -np 2 python3 benchmarks/p2p_bench.py --idle 10
 """
 import argparse
 import os
@@ -61,11 +62,33 @@ def exchange(group, send, recv, iters):
     return statistics.median(times)
 
 
+def idle_wait(groups, seconds):
+    """CPU used by a rank blocked in recv for `seconds` (all its threads)."""
+    import resource
+    buf = torch.empty(1024, dtype=torch.float32)
+    for name in ("gloo", "gradwire"):
+        g = groups[name]
+        dist.barrier(group=g)
+        if dist.get_rank() == 0:
+            time.sleep(seconds)
+            dist.send(buf, 1, group=g)
+            continue
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        dist.recv(buf, 0, group=g)
+        r1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        print(f"{name}: recv blocked {wall:.1f} s, process CPU {cpu:.3f} s "
+              f"({100 * cpu / wall:.1f} % of a core)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--min", default="1")
     ap.add_argument("--max", default="64M")
     ap.add_argument("--iters", type=int, default=0, help="0: by size")
+    ap.add_argument("--idle", type=float, default=0,
+                    help="instead: rank 1 waits this many seconds in recv while rank 0 "
+                         "sleeps; prints the CPU time rank 1's process used meanwhile")
     a = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
@@ -74,6 +97,10 @@ def main():
         sys.exit("p2p_bench.py runs on exactly 2 ranks")
     groups = {"gradwire": dist.group.WORLD, "gloo": dist.new_group([0, 1], backend="gloo")}
     rank = dist.get_rank()
+    if a.idle > 0:
+        idle_wait(groups, a.idle)
+        dist.destroy_process_group()
+        return
     if rank == 0:
         print(f"{'bytes':>10} {'gloo us':>10} {'gradwire us':>12} {'lat ratio':>9} "
               f"{'gloo MB/s':>10} {'gradwire MB/s':>13} {'bw ratio':>8}")
@@ -82,11 +109,13 @@ def main():
         iters = a.iters or max(5, min(2000, (64 << 20) // max(size, 1) // 4))
         send = torch.full((size,), rank, dtype=torch.uint8)
         recv = torch.empty(size, dtype=torch.uint8)
+        pong = torch.empty(size, dtype=torch.uint8)  # ping-pong overwrites its buffer
         row = {}
         for name in ("gloo", "gradwire", "gloo", "gradwire"):  # each twice, alternating
             g = groups[name]
-            ping_pong(g, send, max(2, iters // 10))  # warm-up
-            lat = ping_pong(g, send, iters)
+            ping_pong(g, pong, max(2, iters // 10))  # warm-up
+            lat = ping_pong(g, pong, iters)
+            recv.fill_(255)
             bw_t = exchange(g, send, recv, iters)
             assert int(recv[0]) == 1 - rank and int(recv[-1]) == 1 - rank
             best = row.get(name, (float("inf"), float("inf")))

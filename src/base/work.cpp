@@ -114,17 +114,34 @@ bool wait_driving(detail::WorkState& s, Clock::duration patience) {
     }
     ++idle;
     if (idle <= spin) continue;
-    if (until == Clock::time_point::max()) until = Clock::now() + patience;  // ~spin polls late
+    if (until == Clock::time_point::max()) {
+      const Clock::time_point now = Clock::now();
+      until = now + patience;  // ~spin polls late
+      // A wait resumed in slices (Python's interruptible waits, 50 ms each)
+      // on an operation that has waited for a while already goes straight
+      // to the 1 ms slices: running the yields and naps again every slice
+      // cost a blocked receive 13 % of a core. `started` is coarse, or zero
+      // for an operation still queued (which the engine finishes, waking us).
+      Clock::time_point started;
+      {
+        std::lock_guard<std::mutex> lk(s.mu);  // the engine's mark_started() writes it
+        started = s.started;
+      }
+      if (now - started > std::chrono::milliseconds(20)) idle = nap_until;
+    }
     if ((idle & 63u) == 0 && Clock::now() > until) return false;
     if (idle <= yield_until) {
       sched_yield();
     } else if (idle <= nap_until) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     } else {
-      // Long waits: 1 ms slices that the finishing thread cuts short.
+      // Long waits: slices that the finishing thread cuts short; 1 ms, then
+      // 10 ms after 20 of them (the engine polls every millisecond meanwhile,
+      // Note [lingering poller], and its finish() wakes us).
       std::unique_lock<std::mutex> lk(s.mu);
       if (s.phase == detail::WorkState::Phase::Done) return true;
-      s.cv.wait_for(lk, std::min<Clock::duration>(std::chrono::milliseconds(1),
+      const auto slice = std::chrono::milliseconds(idle - nap_until > 20 ? 10 : 1);
+      s.cv.wait_for(lk, std::min<Clock::duration>(slice,
                                                   std::max<Clock::duration>(until - Clock::now(),
                                                                             Clock::duration(0))));
       if (Clock::now() > until) return s.phase == detail::WorkState::Phase::Done;
