@@ -106,6 +106,22 @@ bool wait_driving(detail::WorkState& s, Clock::duration patience) {
   const uint32_t spin = p.spin, yield_until = spin + 2000, nap_until = yield_until + 200;
   uint32_t idle = 0;
   Clock::time_point until = Clock::time_point::max();
+  // Counted in p.drivers while polling, not while asleep on the cv.
+  struct Driving {
+    detail::Progress& p;
+    bool on = false;
+    void set(bool v) {
+      if (v != on) {
+        on = v;
+        if (v) {
+          p.drivers.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          p.drivers.fetch_sub(1, std::memory_order_relaxed);
+        }
+      }
+    }
+    ~Driving() { set(false); }
+  } driving{p};
   for (;;) {
     if (s.done.load(std::memory_order_acquire)) return true;
     if (p.poll()) {
@@ -113,6 +129,9 @@ bool wait_driving(detail::WorkState& s, Clock::duration patience) {
       continue;
     }
     ++idle;
+    // Not at once: a message that arrives within a few polls (a ping-pong)
+    // should not pay two atomic read-modify-writes.
+    if (idle == 32) driving.set(true);
     if (idle <= spin) continue;
     if (until == Clock::time_point::max()) {
       const Clock::time_point now = Clock::now();
@@ -138,6 +157,7 @@ bool wait_driving(detail::WorkState& s, Clock::duration patience) {
       // Long waits: slices that the finishing thread cuts short; 1 ms, then
       // 10 ms after 20 of them (the engine polls every millisecond meanwhile,
       // Note [lingering poller], and its finish() wakes us).
+      driving.set(false);  // the engine's polls move the data meanwhile
       std::unique_lock<std::mutex> lk(s.mu);
       if (s.phase == detail::WorkState::Phase::Done) return true;
       const auto slice = std::chrono::milliseconds(idle - nap_until > 20 ? 10 : 1);

@@ -55,10 +55,17 @@ inline std::chrono::milliseconds engine_slack(std::chrono::milliseconds timeout)
 // arrival. Waiting spins `spin` polls, then yields, then sleeps, first
 // briefly and then on the state's condition variable in 1 ms slices
 // (finish() wakes it), so a rank blocked for seconds costs little CPU.
+// While a waiter polls (before it sleeps on the condition variable) it
+// counts itself in `drivers`, and the engine's own poll leaves the moving
+// of data to it: on a host with no spare core the engine thread would
+// otherwise take the lock to copy a 256 KiB chunk, be preempted holding
+// it, and leave the waiter spinning on the lock for a scheduler slice (a
+// 32 MiB ping-pong ran at 2x Open MPI's time in some runs and 1x in others).
 struct Progress {
   virtual ~Progress() = default;
   virtual bool poll() = 0;
   uint32_t spin = 200;  // polls before yielding (Note [backoff when idle] in collectives/context.cpp)
+  std::atomic<uint32_t> drivers{0};  // waiters polling now
 };
 
 // Shared between a Work (any number of copies, any thread) and the engine

@@ -222,7 +222,8 @@ Engine::Poll PointToPoint::poll_mail(Finished& fin) {
     comm_.fail(job::failure_reason(), ErrorCode(job::failure_code().load()));
   }
   if (comm_.aborted()) fail_all_mail(ErrorCode::Aborted, comm_.abort_reason(), fin);
-  advance_mail(fin);
+  // Note [waiters drive progress]: a polling waiter moves the data itself.
+  if (mail_->drivers.load(std::memory_order_relaxed) == 0) advance_mail(fin);
   // Deadlines of whatever still waits. The first to expire fails the
   // communicator; the next poll fails the rest as Aborted (above).
   const auto expire = [&](std::deque<OpPtr>& queue, const char* stage) {
