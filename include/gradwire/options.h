@@ -42,6 +42,10 @@ struct GRADWIRE_API Options {
   // share one host run through pre-mapped shared memory, on the caller's
   // thread when nothing is queued (GRADWIRE_SHM_COLLECTIVES=auto|off).
   bool shm_collectives = true;
+  // Long point-to-point messages between ranks of one host are read by the
+  // receiver straight from the sender's memory (process_vm_readv) where the
+  // kernel allows it (GRADWIRE_P2P_SINGLE_COPY=auto|off).
+  bool p2p_single_copy = true;
   std::string host_id;  // "" = gethostname() (GRADWIRE_HOST_ID)
   // How collectives on CUDA buffers run (GRADWIRE_DEVICE_PATH):
   //  "auto"   NCCL when this gradwire was built with its headers, else staged;

@@ -33,7 +33,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
     "GRADWIRE_SHM_RECLAIM",         // base/shm_reclaim.cpp
-    "GRADWIRE_SHM_COLLECTIVES",
+    "GRADWIRE_SHM_COLLECTIVES",     "GRADWIRE_P2P_SINGLE_COPY",
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -61,7 +61,7 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_FR_SIZE",       "GRADWIRE_DEBUG",                "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
     "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
-    "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES"};
+    "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -131,6 +131,12 @@ Options Options::with_env_overrides() const {
     if (s == "auto") o.shm_collectives = true;
     else if (s == "off") o.shm_collectives = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_SHM_COLLECTIVES='{}' must be 'auto' or 'off'", v);
+  }
+  if (const char* v = value_of("GRADWIRE_P2P_SINGLE_COPY")) {
+    std::string_view s(v);
+    if (s == "auto") o.p2p_single_copy = true;
+    else if (s == "off") o.p2p_single_copy = false;
+    else raise(ErrorCode::InvalidArgument, "GRADWIRE_P2P_SINGLE_COPY='{}' must be 'auto' or 'off'", v);
   }
   if (const char* v = value_of("GRADWIRE_HOST_ID")) o.host_id = v;
   if (const char* v = value_of("GRADWIRE_DEVICE_PATH")) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "base/errors.h"
 #include "base/logging.h"
@@ -81,6 +82,9 @@ PointToPoint::Mode PointToPoint::mode() {
       bulk_in_[r] = shared::BulkReader(windows->mailbox(r, comm_.rank));
     }
     mail_->spin = collectives::flag_spin();
+    single_copy_ = comm_.options.p2p_single_copy;
+    canary_ = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}() ^
+              uint64_t(reinterpret_cast<uintptr_t>(this));
   }
   mode_known_.store(mode_, std::memory_order_release);
   return mode_;
