@@ -281,6 +281,8 @@ class PointToPoint {
   // Puts `o` into the ring to `peer` behind whatever waits there.
   void enqueue(int peer, Outgoing o, Finished& fin);
   bool put_record(int peer, const Outgoing& o);
+  // After put_record() succeeded: finishes what that completed.
+  void record_put(const Outgoing& o, Finished& fin);
   // Any thread holding mu: moves records and chunks; true if anything
   // moved. No provider call.
   bool advance_mail(Finished& fin);

@@ -38,7 +38,12 @@ void PointToPoint::enqueue(int peer, Outgoing o, Finished& fin) {
     outbox_[peer].push_back(std::move(o));
     return;
   }
-  if (o.op && o.op->bytes <= shared::kEagerBytes) fin.add(*o.op, nullptr);  // the data is in the ring
+  record_put(o, fin);
+}
+
+void PointToPoint::record_put(const Outgoing& o, Finished& fin) {
+  // An eager send is complete once its data is in the ring.
+  if (o.op && o.op->bytes <= shared::kEagerBytes) fin.add(*o.op, nullptr);
 }
 
 void PointToPoint::start_mail(const OpPtr& item, Finished& fin) {
@@ -110,23 +115,26 @@ bool PointToPoint::read_single_copy(const Op& op, const ApartInfo& info) {
   iovec remote[2] = {{reinterpret_cast<void*>(uintptr_t(info.canary_addr)), sizeof(canary)},
                      {reinterpret_cast<void*>(uintptr_t(info.addr)), op.bytes}};
   ssize_t n = process_vm_readv(pid, local, 2, remote, 2, 0);
-  const int err = n < 0 ? errno : 0;
-  bool ok = n >= ssize_t(sizeof(canary)) && canary == info.canary;
-  size_t done = ok ? size_t(n) - sizeof(canary) : 0;
-  while (ok && done < op.bytes) {
+  const char* why = nullptr;  // set on the first failure
+  if (n < ssize_t(sizeof(canary))) {
+    why = n < 0 ? std::strerror(errno) : "a short read";
+  } else if (canary != info.canary) {
+    why = "the process is not the sender";
+  }
+  size_t done = why ? 0 : size_t(n) - sizeof(canary);
+  while (!why && done < op.bytes) {
     iovec l{static_cast<std::byte*>(op.buf) + done, op.bytes - done};
     iovec r{reinterpret_cast<std::byte*>(uintptr_t(info.addr)) + done, op.bytes - done};
     n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-    ok = n > 0;
-    if (ok) done += size_t(n);
+    if (n <= 0) why = n < 0 ? std::strerror(errno) : "a short read";
+    else done += size_t(n);
   }
+  const bool ok = why == nullptr;
   if (!ok) {
     single_copy_ = false;
     log().info("rank {}: point-to-point: reading rank {}'s message from its memory failed ({}); "
                "long messages stream through shared memory from now on", comm_.rank, op.peer,
-               err ? std::strerror(err) : n >= ssize_t(sizeof(canary)) && canary != info.canary
-                                              ? "the process is not the sender"
-                                              : "a short read");
+               why);
   }
   return ok;
 }
@@ -175,8 +183,7 @@ bool PointToPoint::advance_mail(Finished& fin) {
   for (int peer = 0; peer < n; ++peer) {
     auto& queue = outbox_[peer];
     while (!queue.empty() && put_record(peer, queue.front())) {
-      const OpPtr& op = queue.front().op;
-      if (op && op->bytes <= shared::kEagerBytes) fin.add(*op, nullptr);
+      record_put(queue.front(), fin);
       queue.pop_front();
       moved = true;
     }

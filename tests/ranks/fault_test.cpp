@@ -82,7 +82,8 @@ int judge(const char* mode, const Error* e, std::vector<ErrorCode> allowed,
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT | "
-                         "bad-secret R | no-secret R | idle-cpu SECONDS\n");
+                         "bad-secret R | no-secret R | idle-cpu SECONDS | p2p-mismatch COUNT short|long | "
+                         "p2p-no-sender | p2p-peer-dies | rooted-mismatch OP COUNT\n");
     return 2;
   }
   const std::string mode = argv[1];
