@@ -61,6 +61,12 @@ void expect_error(Fn&& fn, gradwire::ErrorCode code, const char* needle) {
   }
 }
 
+// memcmp that allows empty ranges: an empty vector's data() may be null, and
+// memcmp(null, ..., 0) is undefined behaviour (UBSan stops the test on it).
+inline bool same_bytes(const void* a, const void* b, size_t n) {
+  return n == 0 || std::memcmp(a, b, n) == 0;
+}
+
 // False for the one combination the library refuses: avg of bool.
 inline bool valid_reduction(gradwire::DataType dt, gradwire::ReduceOp op) {
   return !(dt == gradwire::DataType::Bool && op == gradwire::ReduceOp::Avg);
