@@ -145,7 +145,9 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   text.call.dtype = dtype;
   std::unique_lock<std::mutex> lk(mail_->mu);
   OpPtr item = op_for(std::move(text));
-  const std::shared_ptr<detail::WorkState> state = item->state;
+  // By reference: `item` keeps it alive, and a copy here was two more atomic
+  // read-modify-writes per message.
+  detail::WorkState& state = *item->state;
   item->is_send = is_send;
   item->buf = buf;
   item->bytes = bytes;
@@ -158,19 +160,19 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   // Note [point-to-point on one host]: posted here when the engine is idle
   // (Note [messages need no claim]).
   if (m == Mode::Mailbox && comm_.engine().idle_hint()) {
-    state->phase = detail::WorkState::Phase::Running;
-    state->started = coarse_now();
+    state.phase = detail::WorkState::Phase::Running;
+    state.started = coarse_now();
     Finished fin;
-    item->deadline = Deadline(state->started + comm_.options.timeout);  // Note [coarse clock]
+    item->deadline = Deadline(state.started + comm_.options.timeout);  // Note [coarse clock]
     start(item, fin);
     const bool outstanding = !item->finished;
     lk.unlock();
     fin.deliver();
     if (outstanding) comm_.engine().want_poll();
-    return Work(state);
+    return Work(item->state);
   }
   lk.unlock();
-  comm_.engine().submit(state, [this, item](detail::WorkState& work) {
+  comm_.engine().submit(item->state, [this, item](detail::WorkState& work) {
     comm_.check_usable(item->is_send ? "send" : "recv");
     Finished fin;
     std::exception_ptr failed;
@@ -189,7 +191,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     fin.deliver();
     if (failed) std::rethrow_exception(failed);
   });
-  return Work(state);
+  return Work(item->state);
 }
 
 PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
