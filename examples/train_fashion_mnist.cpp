@@ -78,6 +78,9 @@ struct Args {
   // Adam; a 200-step one lost 4.7 points (BENCHMARKS.md).
   int64_t powersgd_start = -1;
   int64_t freeze_step = -1;
+  // 1-bit LAMB's compression-stage coefficients: live (LAMB's own, every
+  // step) or frozen (the paper's; Note [live LAMB coefficients]).
+  std::string lamb_coefficients = "live";
 };
 
 [[noreturn]] void usage(const char* argv0) {
@@ -88,6 +91,7 @@ struct Args {
                "          [--limit N] [--min-accuracy PCT] [--optimizer adam|sgd]\n"
                "          [--compression none|fp16|powersgd|onebit-adam|onebit-lamb] [--fp16]\n"
                "          [--powersgd-rank R] [--powersgd-start STEPS] [--freeze-step STEPS]\n"
+               "          [--lamb-coefficients live|frozen]\n"
                "          (compression starts after one epoch unless the STEPS are given)\n",
                argv0);
   std::exit(2);
@@ -123,9 +127,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--powersgd-min-rate") a.powersgd_min_rate = std::stod(value());
     else if (k == "--powersgd-start") a.powersgd_start = std::stoll(value());
     else if (k == "--freeze-step") a.freeze_step = std::stoll(value());
+    else if (k == "--lamb-coefficients") a.lamb_coefficients = value();
     else usage(argv[0]);
   }
   if (a.model != "cnn" && a.model != "mlp") usage(argv[0]);
+  if (a.lamb_coefficients != "live" && a.lamb_coefficients != "frozen") usage(argv[0]);
   if (a.optimizer != "adam" && a.optimizer != "sgd") usage(argv[0]);
   if (a.lr < 0) {
     a.lr = a.compression == "onebit-lamb" ? 1e-2 : a.optimizer == "sgd" ? 0.05 : 1e-3;
@@ -257,6 +263,7 @@ int main(int argc, char** argv) try {
     gradwire::OneBitLambOptions o;
     o.lr = float(args.lr);
     o.freeze_step = freeze_step;
+    o.live_coefficients = args.lamb_coefficients == "live";
     optimizer = std::make_unique<gradwire::torch::OneBitLamb>(module->parameters(), *comm, o);
   }
   // Bytes this rank sends per step, for the compression ratio.

@@ -103,17 +103,19 @@ void register_compress(py::module_& m) {
   lamb.def(py::init([](std::shared_ptr<Communicator> comm, std::vector<size_t> layers, float beta1,
                        float beta2, float eps, float weight_decay, uint64_t freeze_step,
                        bool bias_correction, bool precondition_compression,
-                       float momentum_clip) {
+                       float momentum_clip, bool live_coefficients) {
              OneBitLambOptions o;
              set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
                         precondition_compression, momentum_clip);
+             o.live_coefficients = live_coefficients;
              auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o);
              return LambH{std::move(comm), std::move(opt)};
            }),
            py::arg("comm"), py::arg("layer_sizes"), py::arg("beta1") = 0.9f,
            py::arg("beta2") = 0.999f, py::arg("eps") = 1e-6f, py::arg("weight_decay") = 0.0f,
            py::arg("freeze_step") = 100, py::arg("bias_correction") = true,
-           py::arg("precondition_compression") = true, py::arg("momentum_clip") = 10.0f);
+           py::arg("precondition_compression") = true, py::arg("momentum_clip") = 10.0f,
+           py::arg("live_coefficients") = true);
   bind_common<OneBitLamb, OneBitLambOptions>(lamb);
 }
 

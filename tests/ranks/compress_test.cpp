@@ -235,24 +235,67 @@ TEST(OneBitAdam, SilentDuringWarmupStaysFinite) {
 
 TEST(OneBitLamb, CompressesConvergesAndKeepsReplicasIdentical) {
   auto& w = world();
+  // The default (preconditioned compression, live coefficients) and the
+  // paper's variant (the momentum compressed, coefficients frozen).
+  for (bool paper : {false, true}) {
+    SCOPED_TRACE(paper ? "the paper's variant" : "the default");
+    OneBitLambOptions o;
+    o.lr = 0.01f;
+    o.freeze_step = 30;
+    o.precondition_compression = !paper;
+    o.weight_decay = 0.001f;
+    OneBitLamb opt(w, {1000, 37, 4000}, o);
+    std::vector<float> p(opt.count(), 1.0f);  // LAMB scales by ||p||: start away from 0
+    const double start = mean_distance(p);
+    for (uint64_t t = 0; t < 800; ++t) {
+      auto g = local_grad(p, w.rank(), t);
+      opt.step(p.data(), g.data());
+    }
+    EXPECT_TRUE(opt.compressing());
+    ASSERT_TRUE(same_on_every_rank(p.data(), p.size() * sizeof(float)));
+    for (float c : opt.last_coefficients()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
+    // LAMB's layer-wise steps keep a floor of about lr * ||p|| per layer, so
+    // ask for a large decrease, not for the optimum. Live coefficients end
+    // further away on this quadratic (0.23-0.28 of the start at 2-4 ranks,
+    // against 0.05-0.08 frozen): near the optimum the sign noise makes up
+    // most of ||u||, so the steps of LAMB's length point less at the optimum.
+    EXPECT_LT(mean_distance(p), (paper ? 0.15 : 0.35) * start);
+  }
+}
+
+// Note [live LAMB coefficients]: in the compression stage every layer's step
+// has LAMB's length, lr * ||p||, whatever the compressed update's size. The
+// frozen coefficients (times the variance-drift factor) fail this: their
+// steps shrink and grow with ||update||, which is what made 1-bit LAMB
+// drift away from LAMB on the Fashion-MNIST CNN.
+TEST(OneBitLamb, CompressedStepsHaveLambsLength) {
+  auto& w = world();
   OneBitLambOptions o;
   o.lr = 0.01f;
-  o.freeze_step = 30;
-  o.precondition_compression = false;  // the paper's variant (the default is tested via Adam)
-  o.weight_decay = 0.001f;
-  OneBitLamb opt(w, {1000, 37, 4000}, o);
-  std::vector<float> p(opt.count(), 1.0f);  // LAMB scales by ||p||: start away from 0
-  const double start = mean_distance(p);
-  for (uint64_t t = 0; t < 800; ++t) {
+  o.freeze_step = 10;
+  o.min_coeff = 1e-6f;  // no clipping: the ratio itself is checked
+  o.max_coeff = 1e6f;
+  const std::vector<size_t> layers = {1000, 37, 4000};
+  OneBitLamb opt(w, layers, o);
+  std::vector<float> p(opt.count(), 1.0f);
+  for (uint64_t t = 0; t < 40; ++t) {
     auto g = local_grad(p, w.rank(), t);
+    const std::vector<float> before = p;
     opt.step(p.data(), g.data());
+    if (!opt.compressing() || t < o.freeze_step) continue;
+    size_t first = 0;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      double step_sq = 0, weight_sq = 0;
+      for (size_t i = first; i < first + layers[l]; ++i) {
+        step_sq += double(p[i] - before[i]) * (p[i] - before[i]);
+        weight_sq += double(before[i]) * before[i];
+      }
+      EXPECT_NEAR(std::sqrt(step_sq) / (o.lr * std::sqrt(weight_sq)), 1.0, 1e-3)
+          << "layer " << l << " at step " << t;
+      first += layers[l];
+    }
   }
-  EXPECT_TRUE(opt.compressing());
   ASSERT_TRUE(same_on_every_rank(p.data(), p.size() * sizeof(float)));
-  for (float c : opt.last_coefficients()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
-  // LAMB's layer-wise steps keep a floor of about lr * ||p|| per layer, so
-  // ask for a large decrease, not for the optimum.
-  EXPECT_LT(mean_distance(p), 0.15 * start);
 }
 
 // Save at step k, load into a fresh optimizer, continue: bit-identical to the

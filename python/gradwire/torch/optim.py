@@ -106,8 +106,12 @@ class OneBitLamb(_OneBit):
 
     def __init__(self, params, comm=None, lr=1e-2, betas=(0.9, 0.999), eps=1e-6,
                  weight_decay=0.0, freeze_step=100, bias_correction=True,
-                 precondition_compression=True, momentum_clip=10.0):
+                 precondition_compression=True, momentum_clip=10.0, live_coefficients=True):
+        # live_coefficients: LAMB's coefficient recomputed every step of the
+        # compression stage (False: the paper's frozen coefficient times the
+        # variance-drift factor; see OneBitLambOptions in gradwire/compress.h).
         super().__init__(params, comm, lr, lambda c, n, layers: _C.OneBitLamb(
             c, layers, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
             freeze_step=freeze_step, bias_correction=bias_correction,
-            precondition_compression=precondition_compression, momentum_clip=momentum_clip))
+            precondition_compression=precondition_compression, momentum_clip=momentum_clip,
+            live_coefficients=live_coefficients))
