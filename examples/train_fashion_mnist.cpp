@@ -54,6 +54,10 @@ struct Args {
   // after this step; on resume, zero the compression error buffers (what
   // DeepSpeed does) to show that they matter.
   int64_t kill_at_step = -1;
+  // Which rank --kill-at-step kills (-1: every rank). Under torchrun only in
+  // the first generation (TORCHELASTIC_RESTART_COUNT 0), so a restarted job
+  // resumes and finishes (tests/ranks/torchrun_restart.sh).
+  int kill_rank = -1;
   bool drop_error_buffers = false;
   int epochs = 2;
   int64_t batch = 64;  // per rank
@@ -88,6 +92,7 @@ struct Args {
                "usage: %s [--epochs N] [--batch B (per rank)] [--lr X] [--model cnn|mlp]\n"
                "          [--data DIR] [--checkpoint DIR ('' = none)] [--checkpoint-every STEPS]\n"
                "          [--resume] [--max-steps N] [--seed S] [--threads T]\n"
+               "          [--kill-at-step N] [--kill-rank R]\n"
                "          [--limit N] [--min-accuracy PCT] [--optimizer adam|sgd]\n"
                "          [--compression none|fp16|powersgd|onebit-adam|onebit-lamb] [--fp16]\n"
                "          [--powersgd-rank R] [--powersgd-start STEPS] [--freeze-step STEPS]\n"
@@ -116,6 +121,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--resume") a.resume = true;
     else if (k == "--max-steps") a.max_steps = std::stoll(value());
     else if (k == "--kill-at-step") a.kill_at_step = std::stoll(value());
+    else if (k == "--kill-rank") a.kill_rank = std::stoi(value());
     else if (k == "--drop-error-buffers") a.drop_error_buffers = true;
     else if (k == "--seed") a.seed = std::stoull(value());
     else if (k == "--threads") a.threads = std::stoi(value());
@@ -329,6 +335,8 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
   };
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool first_generation = restarts == nullptr || std::string(restarts) == "0";
   int64_t global_step = 0;
   if (args.resume && !args.checkpoint.empty()) {
     if (auto c = gradwire::load_latest_checkpoint(*comm, args.checkpoint)) {
@@ -391,7 +399,8 @@ int main(int argc, char** argv) try {
           (epoch_end || (args.checkpoint_every > 0 && global_step % args.checkpoint_every == 0))) {
         save(global_step);
       }
-      if (global_step == args.kill_at_step) {
+      if (global_step == args.kill_at_step && (args.kill_rank < 0 || args.kill_rank == rank) &&
+          first_generation) {
         std::printf("rank %d: killed at step %lld (--kill-at-step)\n", rank,
                     (long long)global_step);
         std::fflush(stdout);

@@ -70,22 +70,24 @@ Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::seconds min_
   return out;
 }
 
+void reclaim_now() {
+  const char* v = std::getenv("GRADWIRE_SHM_RECLAIM");
+  if (v && std::string_view(v) == "0") return;
+  try {
+    const Reclaimed r = reclaim_dead_regions();
+    if (r.names.empty()) return;
+    log().info("reclaimed {} shared-memory region(s) ({:.1f} MiB) left in /dev/shm by "
+               "gradwire processes that are gone, e.g. {} (GRADWIRE_SHM_RECLAIM=0 turns "
+               "this off)",
+               r.names.size(), double(r.bytes) / (1 << 20), r.names.front());
+  } catch (...) {
+    // Logging failed: the sweep itself never throws. Nothing to undo.
+  }
+}
+
 void reclaim_once() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    const char* v = std::getenv("GRADWIRE_SHM_RECLAIM");
-    if (v && std::string_view(v) == "0") return;
-    try {
-      const Reclaimed r = reclaim_dead_regions();
-      if (r.names.empty()) return;
-      log().info("reclaimed {} shared-memory region(s) ({:.1f} MiB) left in /dev/shm by "
-                 "gradwire processes that are gone, e.g. {} (GRADWIRE_SHM_RECLAIM=0 turns "
-                 "this off)",
-                 r.names.size(), double(r.bytes) / (1 << 20), r.names.front());
-    } catch (...) {
-      // Logging failed: the sweep itself never throws. Nothing to undo.
-    }
-  });
+  std::call_once(once, [] { reclaim_now(); });
 }
 
 int hold_region(const std::string& path) {

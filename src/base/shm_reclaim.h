@@ -47,6 +47,12 @@ Reclaimed reclaim_dead_regions(const std::string& dir = "/dev/shm",
 // The sweep, once per process, logged when it finds anything; a no-op
 // with GRADWIRE_SHM_RECLAIM=0. Never throws.
 void reclaim_once();
+// The same sweep, every time: when a transport on shm closes. A launcher
+// that restarts a job at once (torchrun after a SIGKILLed rank) starts the
+// next generation before the dead rank's region is kMinAge old, so the
+// first sweep passes it by; the one at the end of that generation's run
+// finds it (tests/ranks/torchrun_restart.sh).
+void reclaim_now();
 
 // Opens `path` (a region this process created or uses) and takes a shared
 // flock on it; the returned descriptor must stay open while the region is

@@ -256,6 +256,7 @@ class OfiTransport final : public Transport {
       log().debug("rank {}: closing ofi endpoint with {} operations in flight", config_.rank,
                   pool_.in_use());
     }
+    if (!shm_name_.empty()) shm::reclaim_now();  // Note [reclaiming dead regions]
   }
 
   const Properties& properties() const override { return props_; }
