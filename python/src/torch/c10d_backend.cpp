@@ -378,7 +378,14 @@ c10::intrusive_ptr<GradwireBackend> GradwireBackend::create(
   // GRADWIRE_JOB_SECRET of the user's, rank 0 also generates the group's
   // secret and publishes it there: gradwire's store is then exactly as
   // protected as torch's own store (README "Running securely").
-  const std::string key = "gradwire/store_address";
+  // torchrun's agent store outlives a restart (--max-restarts), and the
+  // group's prefix does not change with it: a key without the generation
+  // let a restarted rank read the dead generation's address before the new
+  // rank 0 overwrote it, and time out connecting there (about 1 restart in
+  // 5, tests/ranks/torchrun_restart.sh).
+  const char* generation = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string key =
+      std::string("gradwire/store_address/") + (generation ? generation : "0");
   std::string text;
   if (rank == 0) {
     const char* master = std::getenv("MASTER_ADDR");
