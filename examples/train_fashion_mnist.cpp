@@ -364,6 +364,7 @@ int main(int argc, char** argv) try {
     } else if (rank == 0) {
       std::printf("no checkpoint in %s: starting afresh\n", args.checkpoint.c_str());
     }
+    std::fflush(stdout);  // a launcher may stop this process before stdout's buffer is full
   }
   const int64_t total_steps = args.max_steps > 0
                                   ? std::min<int64_t>(args.max_steps, steps_per_epoch * args.epochs)

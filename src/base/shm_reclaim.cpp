@@ -40,7 +40,17 @@ std::optional<int> region_pid(std::string_view name) {
   return pid;
 }
 
-Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::seconds min_age) {
+namespace {
+// Milliseconds since `t` (a file's ctime) on the real-time clock.
+int64_t age_ms(const timespec& t) {
+  timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return (int64_t(now.tv_sec) - int64_t(t.tv_sec)) * 1000 +
+         (int64_t(now.tv_nsec) - int64_t(t.tv_nsec)) / 1000000;
+}
+}  // namespace
+
+Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::milliseconds min_age) {
   Reclaimed out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
@@ -59,7 +69,7 @@ Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::seconds min_
     if (fd < 0) continue;
     struct stat st {};
     const bool mine = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me &&
-                      ::time(nullptr) - st.st_ctime >= min_age.count();
+                      age_ms(st.st_ctim) >= min_age.count();
     // A live holder (in another pid namespace) keeps its shared lock.
     if (mine && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlink(path.c_str()) == 0) {
       out.names.push_back(name);
@@ -70,11 +80,12 @@ Reclaimed reclaim_dead_regions(const std::string& dir, std::chrono::seconds min_
   return out;
 }
 
-void reclaim_now() {
+namespace {
+void sweep(std::chrono::milliseconds min_age) {
   const char* v = std::getenv("GRADWIRE_SHM_RECLAIM");
   if (v && std::string_view(v) == "0") return;
   try {
-    const Reclaimed r = reclaim_dead_regions();
+    const Reclaimed r = reclaim_dead_regions("/dev/shm", min_age);
     if (r.names.empty()) return;
     log().info("reclaimed {} shared-memory region(s) ({:.1f} MiB) left in /dev/shm by "
                "gradwire processes that are gone, e.g. {} (GRADWIRE_SHM_RECLAIM=0 turns "
@@ -85,9 +96,13 @@ void reclaim_now() {
   }
 }
 
+}  // namespace
+
+void reclaim_now() { sweep(kMinAgeAtClose); }
+
 void reclaim_once() {
   static std::once_flag once;
-  std::call_once(once, [] { reclaim_now(); });
+  std::call_once(once, [] { sweep(kMinAge); });
 }
 
 int hold_region(const std::string& path) {

@@ -39,10 +39,14 @@ struct Reclaimed {
   std::vector<std::string> names;  // unlinked
   uint64_t bytes = 0;              // memory they held
 };
-constexpr std::chrono::seconds kMinAge{2};
+constexpr std::chrono::milliseconds kMinAge{2000};
+// The sweep when a transport closes (reclaim_now): a launcher that restarts
+// at once can end the next generation within kMinAge of the kill, and the
+// window kMinAge guards (creation to flock) is microseconds long.
+constexpr std::chrono::milliseconds kMinAgeAtClose{200};
 // One sweep of `dir` (see the Note). Never throws.
 Reclaimed reclaim_dead_regions(const std::string& dir = "/dev/shm",
-                               std::chrono::seconds min_age = kMinAge);
+                               std::chrono::milliseconds min_age = kMinAge);
 
 // The sweep, once per process, logged when it finds anything; a no-op
 // with GRADWIRE_SHM_RECLAIM=0. Never throws.

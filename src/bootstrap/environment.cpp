@@ -176,16 +176,22 @@ Rendezvous tcp_store_rendezvous(const char* trigger) {
   // Note [store port under torchrun]: a real torchrun agent already serves
   // its own (c10d) store on MASTER_PORT, with a protocol that is not ours.
   // Its workers see TORCHELASTIC_RUN_ID; there gradwire's store takes the
-  // next port. GRADWIRE_STORE_PORT overrides both choices.
+  // next odd port. Odd, because Linux hands out even ephemeral ports to
+  // connect() and odd ones to bind(0) (since 4.6): with --standalone,
+  // MASTER_PORT comes from bind(0), so MASTER_PORT + 1 is even, and the
+  // agent's own connections to its store took exactly that port in about
+  // 1 launch of 10 here (EADDRINUSE on rank 0, every restart). An odd port
+  // only collides with another bind(0), which checks that it is free.
+  // GRADWIRE_STORE_PORT overrides both choices.
   if (env::get("GRADWIRE_STORE_PORT")) {
     port = r.integer("GRADWIRE_STORE_PORT", 1, 65535, "an integer 1..65535");
   } else if (env::get("TORCHELASTIC_RUN_ID")) {
-    if (port == 65535) {
+    port += port % 2 == 0 ? 1 : 2;
+    if (port > 65535) {
       raise(ErrorCode::InvalidArgument,
-            "MASTER_PORT=65535 leaves no port for gradwire's store next to torchrun's; set "
-            "GRADWIRE_STORE_PORT");
+            "MASTER_PORT={} leaves no port for gradwire's store next to torchrun's; set "
+            "GRADWIRE_STORE_PORT", port - 2);
     }
-    port += 1;
   }
   Rendezvous out = Rendezvous::tcp(addr, uint16_t(port), rank, world);
   out.local_rank = local;

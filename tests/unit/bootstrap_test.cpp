@@ -223,13 +223,19 @@ TEST_F(FromEnvironment, TorchrunWorldOfOne) {
   EXPECT_EQ(b->allgather("a", Deadline::after(1s)), std::vector<std::string>{"a"});
 }
 
-TEST_F(FromEnvironment, UnderTorchrunTheStoreTakesTheNextPort) {
-  // torchrun's agent serves its own store on MASTER_PORT.
+TEST_F(FromEnvironment, UnderTorchrunTheStoreTakesTheNextOddPort) {
+  // torchrun's agent serves its own store on MASTER_PORT, and its
+  // connections to it take even ports (Note [store port under torchrun]).
   uint16_t port = free_port();
   torchrun_world_of_one(port);
   set({{"TORCHELASTIC_RUN_ID", "job-1"}});
   auto b = from_environment(options_);
-  EXPECT_EQ(b->describe(), "torchrun store 127.0.0.1:" + std::to_string(port + 1));
+  const int store_port = port + (port % 2 == 0 ? 1 : 2);
+  EXPECT_EQ(store_port % 2, 1);
+  EXPECT_EQ(b->describe(), "torchrun store 127.0.0.1:" + std::to_string(store_port));
+  b.reset();
+  set({{"MASTER_PORT", "65535"}});
+  expect_invalid({"MASTER_PORT=65535", "GRADWIRE_STORE_PORT"});
 }
 
 TEST_F(FromEnvironment, StorePortOverride) {
