@@ -30,6 +30,7 @@ LAYERS = [
     ("reducer", ["src/reducer/"]),
     ("compress", ["src/compress/"]),
     ("checkpoint", ["src/checkpoint/"]),
+    ("elastic", ["src/elastic/"]),
     ("torch", ["src/torch/", "include/gradwire/torch/"]),
 ]
 # include/gradwire/torch/ is matched before include/gradwire/ (longest prefix).

@@ -86,6 +86,29 @@ class FileStore final : public Store {
   void set(const std::string& key, const std::string& value) override {
     check_key(key);
     std::string final_path = path_for(key);
+    std::string tmp = write_temporary(key, value);
+    if (::rename(tmp.c_str(), final_path.c_str()) != 0) fail_and_unlink("rename", tmp, errno);
+    sync_dir();
+  }
+
+  // link(2), unlike rename(2), fails with EEXIST when the name is taken, so
+  // a complete value appears under the key atomically, and only once.
+  bool set_if_absent(const std::string& key, const std::string& value) override {
+    check_key(key);
+    std::string final_path = path_for(key);
+    std::string tmp = write_temporary(key, value);
+    const int rc = ::link(tmp.c_str(), final_path.c_str());
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    if (rc != 0 && err == EEXIST) return false;
+    if (rc != 0) fail("link", final_path, err);
+    sync_dir();
+    return true;
+  }
+
+ private:
+  // The value in a new temporary file of the directory, fsynced; its path.
+  std::string write_temporary(const std::string& key, const std::string& value) {
     static std::atomic<uint64_t> counter{0};
     // Unique per process and per call, so concurrent writers never share a
     // temporary file; the leading '.' keeps it out of the key namespace.
@@ -105,11 +128,15 @@ class FileStore final : public Store {
       // empty file under the final name.
       if (::fsync(fd.get()) != 0) fail_and_unlink("fsync", tmp, errno);
     }
-    if (::rename(tmp.c_str(), final_path.c_str()) != 0) fail_and_unlink("rename", tmp, errno);
+    return tmp;
+  }
+
+  void sync_dir() {
     UniqueFd dfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dfd) ::fsync(dfd.get());  // best effort: make the rename itself durable
   }
 
+ public:
   std::string get(const std::string& key, Deadline deadline,
                   const std::string& waiting_for) override {
     check_key(key);

@@ -62,6 +62,15 @@ class SharedStore final : public Store {
     return it->second;
   }
 
+  bool set_if_absent(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lk(s_->mu);
+      if (!s_->values.emplace(key, value).second) return false;
+    }
+    s_->changed.notify_all();
+    return true;
+  }
+
   std::string describe() const override { return "in-process store"; }
 
  private:

@@ -25,6 +25,12 @@ class Store {
   // The value of `key` if it exists now, without waiting for it (one round
   // trip for the TCP store). Used to name every missing rank at a deadline.
   virtual std::optional<std::string> try_get(const std::string& key) = 0;
+  // Writes `key` only if it does not exist yet; true if this call wrote it.
+  // Atomic: of concurrent callers (threads or processes) exactly one wins.
+  // Elastic membership claims its slots with it (Note [elastic generations]
+  // in src/elastic/group.cpp). The TCP store does not offer it yet: this
+  // default raises InvalidArgument naming the store.
+  virtual bool set_if_absent(const std::string& key, const std::string& value);
   virtual std::string describe() const = 0;
 };
 
@@ -73,6 +79,9 @@ constexpr std::chrono::milliseconds kFailedJobLinger{1500};
 uint64_t next_world_generation(const std::string& host, uint16_t port, int rank);
 // A view of `store` in which every key is `prefix` + key.
 std::unique_ptr<Store> prefix_store(std::unique_ptr<Store> store, std::string prefix);
+// A Store that forwards to `store`, which it shares (it outlives any one
+// communicator's bootstrap: elastic generations reuse one store).
+std::unique_ptr<Store> shared_store(std::shared_ptr<Store> store);
 
 // File store: one file per key in `dir` (written atomically by rename).
 // `dir` is created if missing. It must be fresh for each job: keys left by an

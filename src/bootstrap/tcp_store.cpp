@@ -391,6 +391,9 @@ class PrefixStore final : public Store {
   std::optional<std::string> try_get(const std::string& key) override {
     return inner_->try_get(prefix_ + key);
   }
+  bool set_if_absent(const std::string& key, const std::string& value) override {
+    return inner_->set_if_absent(prefix_ + key, value);
+  }
   std::string describe() const override {
     return inner_->describe() + " (keys " + prefix_ + "*)";
   }
@@ -399,7 +402,38 @@ class PrefixStore final : public Store {
   std::unique_ptr<Store> inner_;
   std::string prefix_;
 };
+
+class SharedStore final : public Store {
+ public:
+  explicit SharedStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  void set(const std::string& key, const std::string& value) override { inner_->set(key, value); }
+  std::string get(const std::string& key, Deadline deadline,
+                  const std::string& waiting_for) override {
+    return inner_->get(key, deadline, waiting_for);
+  }
+  std::optional<std::string> try_get(const std::string& key) override {
+    return inner_->try_get(key);
+  }
+  bool set_if_absent(const std::string& key, const std::string& value) override {
+    return inner_->set_if_absent(key, value);
+  }
+  std::string describe() const override { return inner_->describe(); }
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
 }  // namespace
+
+bool Store::set_if_absent(const std::string& key, const std::string&) {
+  raise(ErrorCode::InvalidArgument,
+        "{} cannot write key '{}' only if it is absent, which elastic membership needs; use a "
+        "file store (GRADWIRE_STORE_DIR, a directory every rank sees) or an in-process store",
+        describe(), key);
+}
+
+std::unique_ptr<Store> shared_store(std::shared_ptr<Store> store) {
+  return std::make_unique<SharedStore>(std::move(store));
+}
 
 std::unique_ptr<Store> prefix_store(std::unique_ptr<Store> store, std::string prefix) {
   return std::make_unique<PrefixStore>(std::move(store), std::move(prefix));

@@ -84,8 +84,11 @@ std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvo
   Options options = in.with_env_overrides();
   options.validate();
   set_log_level(options.log_level);
+  return create_world_over(options, bootstrap::make(rendezvous, options));
+}
 
-  auto boot = bootstrap::make(rendezvous, options);
+std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
+                                                    std::unique_ptr<bootstrap::Bootstrap> boot) {
   const int rank = boot->rank(), size = boot->size();
   set_log_rank(rank, size);
   log().info("joining a world of {} through {}", size, boot->describe());

@@ -24,6 +24,11 @@ FabricChoice choose_fabric(const std::string& requested_provider,
 
 std::unique_ptr<CommunicatorImpl> create_world(const Options& options,
                                                const Rendezvous& rendezvous);
+// The same over a bootstrap the caller made (elastic generations: a store
+// view per generation); `options` already has its environment overrides
+// applied and is validated.
+std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
+                                                    std::unique_ptr<bootstrap::Bootstrap> boot);
 std::unique_ptr<CommunicatorImpl> split(CommunicatorImpl& parent, const std::vector<int>& ranks);
 
 }  // namespace gradwire::setup

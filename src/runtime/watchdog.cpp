@@ -56,6 +56,20 @@ void report_failure(int world_rank, const std::string& reason, ErrorCode code) {
 
 bool pending() { return state().pending.load(); }
 
+void reset_for_new_world() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.to_publish.clear();
+  s.published = false;
+  s.my_rank = -1;
+  s.pending.store(false);
+  s.code.store(int(ErrorCode::Aborted));
+  s.status.clear();
+  s.published_status.clear();
+  s.others.clear();
+  s.failed.store(false, std::memory_order_release);
+}
+
 void fail_locally(int world_rank, const std::string& reason, ErrorCode code) {
   bootstrap::cap_store_linger(bootstrap::kFailedJobLinger);
   auto& s = state();

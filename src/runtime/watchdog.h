@@ -97,6 +97,12 @@ void set_status(const std::string& status);
 std::vector<std::string> statuses();
 // A failure of this process waits to be published.
 bool pending();
+// Forgets this process's failure and any other rank's seen so far, so
+// that a new world can run collectives (Note [elastic generations] in
+// src/elastic/group.cpp). Call only once every communicator of the failed
+// world is destroyed. The reason string stays (a leaked engine may still
+// read it) until the next failure replaces it.
+void reset_for_new_world();
 // One round with the store: publish this process's failure (once), or look
 // for another rank's. False once the store is gone (rank 0 exited); then
 // `lost`, if given, gets the store's words when it closed on us (PeerLost,
