@@ -365,13 +365,21 @@ const ElasticState& ElasticGroup::recover(std::exception_ptr error) {
   if (job::failed_flag().load()) membership = true;
   if (!membership) std::rethrow_exception(error);
   const int previous_size = d.comm ? d.comm->size() : d.size_in_last;
+  // Note [a dead peer on this host]: members this process saw exit will not
+  // come; the rest are waited for (up to ElasticOptions::settle).
+  auto exited = job::exited_ranks();
+  std::sort(exited.begin(), exited.end());
+  exited.erase(std::unique(exited.begin(), exited.end()), exited.end());
+  const int expect = std::max(1, previous_size - int(exited.size()));
   log().warn("elastic: generation {} failed ({}); forming generation {} with the members that "
-             "are alive", d.generation, what.substr(0, 400), d.generation + 1);
+             "are alive{}", d.generation, what.substr(0, 400), d.generation + 1,
+             exited.empty() ? std::string()
+                            : fmt::format(" (ranks {} exited)", fmt::join(exited, ",")));
   if (d.comm) d.comm->abort("elastic recovery: " + what.substr(0, 200));
   d.comm.reset();
   job::reset_for_new_world();
   ++d.recoveries;
-  d.form(d.generation + 1, previous_size);
+  d.form(d.generation + 1, expect);
   if (d.comm->size() < d.eopts.min_size) {
     raise(ErrorCode::PeerLost, "elastic: only {} members are left (ElasticOptions::min_size={})",
           d.comm->size(), d.eopts.min_size);

@@ -86,6 +86,18 @@ class CommunicatorImpl {
   const std::shared_ptr<Watchdog::Shared> watchdog_state = std::make_shared<Watchdog::Shared>();
   // The communicator's rank in the world, for messages and dumps.
   int world_rank = 0;
+  // Note [a dead peer on this host] (runtime/watchdog.h): per rank, the pid
+  // the watchdog may check (0: not on this machine, or this rank).
+  void set_local_pids(std::vector<int> pids) {
+    std::lock_guard<std::mutex> lk(watchdog_state->mu);
+    local_pids_ = std::move(pids);
+  }
+  std::vector<int> local_pids() {
+    std::lock_guard<std::mutex> lk(watchdog_state->mu);
+    return local_pids_;
+  }
+  // The watchdog's view, read under watchdog_state->mu.
+  const std::vector<int>& local_pids_locked() const { return local_pids_; }
 
   const Options options;
   const int rank, size;
@@ -144,6 +156,7 @@ class CommunicatorImpl {
   std::atomic<shared::Windows*> active_windows_{nullptr};
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
+  std::vector<int> local_pids_;  // guarded by watchdog_state->mu
   std::string abort_reason_;
   // Before the engine: its thread uses it until it exits.
   PointToPoint p2p_{*this};

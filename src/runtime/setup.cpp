@@ -64,6 +64,41 @@ std::unique_ptr<transport::Transport> open_transport(const FabricChoice& fabric,
   return transport::open("ofi", cfg);
 }
 
+// Note [a dead peer on this host]: "<pid>:<boot id>:<pid namespace>". Two
+// processes with the same boot id and pid namespace see each other's pid.
+std::string process_identity() {
+  auto read = [](const char* path) {
+    std::string out;
+    if (FILE* f = std::fopen(path, "r")) {
+      char buf[128] = {};
+      if (std::fgets(buf, sizeof buf, f)) out = buf;
+      std::fclose(f);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  };
+  char ns[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return fmt::format("{}:{}:{}", ::getpid(), read("/proc/sys/kernel/random/boot_id"),
+                     n > 0 ? std::string(ns, size_t(n)) : std::string());
+}
+
+// Per rank, the pid this process can watch (0: another machine or pid
+// namespace, or unknown).
+std::vector<int> local_pids(const std::vector<std::string>& identities, int rank) {
+  auto parts = [](const std::string& id) { return split_fields(id, ':'); };
+  const auto mine = parts(identities[size_t(rank)]);
+  std::vector<int> out(identities.size(), 0);
+  for (size_t r = 0; r < identities.size(); ++r) {
+    const auto p = parts(identities[r]);
+    // "pid:ns" holds a ':' ("pid:[4026531836]"), so 4 fields or more.
+    if (int(r) == rank || p.size() < 4 || mine.size() < 4 || p[1].empty()) continue;
+    if (p[1] != mine[1] || p[2] != mine[2] || p[3] != mine[3]) continue;
+    out[r] = std::atoi(p[0].c_str());
+  }
+  return out;
+}
+
 }  // namespace
 
 FabricChoice choose_fabric(const std::string& requested_provider,
@@ -95,14 +130,15 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
 
   // Exchange what every rank must agree on before opening the fabric.
   const std::string host = host_name(options);
-  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", version(), host,
+  const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", version(), host,
                                         options.provider, options.iface,
-                                        options.shm_collectives ? "auto" : "off");
+                                        options.shm_collectives ? "auto" : "off",
+                                        process_identity());
   auto hellos = boot->allgather(hello, Deadline::after(options.timeout));
-  std::vector<std::string> versions, hosts, providers, ifaces, shm_collectives;
+  std::vector<std::string> versions, hosts, providers, ifaces, shm_collectives, processes;
   for (const auto& h : hellos) {
     auto f = split_fields(h, '\x1f');
-    if (f.size() != 5) {
+    if (f.size() != 6) {
       raise(ErrorCode::Protocol, "rank {}: malformed start-up message from a peer ({} fields); "
             "is every rank running the same gradwire?", rank, f.size());
     }
@@ -111,6 +147,7 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
     providers.push_back(f[2]);
     ifaces.push_back(f[3]);
     shm_collectives.push_back(f[4]);
+    processes.push_back(f[5]);
   }
   require_same(versions, "the gradwire version", rank);
   require_same(providers, "the provider (Options::provider / GRADWIRE_OFI_PROVIDER)", rank);
@@ -131,6 +168,7 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
 
   auto impl = std::make_unique<CommunicatorImpl>(options, rank, size, "world", std::move(boot),
                                                  std::move(transport), fabric.iface);
+  impl->set_local_pids(local_pids(processes, rank));
   // Proves every rank is reachable over the fabric before training starts;
   // a failure names the rank that did not answer.
   impl->submit(CollectiveCall::barrier(),
@@ -175,6 +213,12 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
   auto impl = std::make_unique<CommunicatorImpl>(parent.options, child_rank, int(members.size()),
                                                  name, nullptr, std::move(tr), fabric.iface);
   impl->world_rank = parent.world_rank;
+  {
+    const std::vector<int> parents = parent.local_pids();
+    std::vector<int> mine;
+    for (int r : members) mine.push_back(parents.empty() ? 0 : parents[size_t(r)]);
+    impl->set_local_pids(std::move(mine));
+  }
   impl->submit(CollectiveCall::barrier(),
                [](collectives::Context& ctx) { collectives::barrier(ctx); },
                {"barrier", "start-up"})

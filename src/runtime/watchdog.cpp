@@ -1,9 +1,13 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "runtime/watchdog.h"
 
+#include <signal.h>
+
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -36,6 +40,7 @@ struct State {
   std::string status, published_status;  // stall inspector
   std::vector<std::string> others;        // indexed by rank
   std::atomic<int> world_size{0};
+  std::vector<int> exited;  // Note [a dead peer on this host]: world ranks seen gone
 };
 State& state() {
   static State* s = new State();
@@ -67,6 +72,7 @@ void reset_for_new_world() {
   s.status.clear();
   s.published_status.clear();
   s.others.clear();
+  s.exited.clear();
   s.failed.store(false, std::memory_order_release);
 }
 
@@ -180,6 +186,22 @@ bool heard(int my_rank, std::string remote, ErrorCode code, const Options& optio
 }
 
 }  // namespace
+
+void peer_exited(int my_world_rank, int exited_rank, const std::string& reason) {
+  {
+    auto& s = state();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (exited_rank >= 0) s.exited.push_back(exited_rank);
+  }
+  log().error("{}", reason);
+  fail_locally(my_world_rank, reason, ErrorCode::PeerLost);
+}
+
+std::vector<int> exited_ranks() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.exited;
+}
 
 void store_host_lost(int my_rank, const std::string& why, const Options& options) {
   heard(my_rank,
@@ -320,6 +342,30 @@ constexpr const char* kStoreGone =
 
 }  // namespace
 
+namespace {
+
+// Note [a dead peer on this host]: false once `pid` is gone or a zombie
+// (a SIGKILLed child stays one until its launcher reaps it).
+bool process_alive(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return errno != ENOENT;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* close = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    if (buf[i] == ')') close = buf + i;
+  }
+  if (!close || close + 2 >= buf + n) return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+}  // namespace
+
 std::string Watchdog::reach_report(Shared& sh, std::string_view label, uint32_t seq) {
   std::unique_lock<std::mutex> lk(sh.mu);
   if (!sh.has_store) return sh.store_gone.empty() ? "" : unknown_reach(sh.store_gone);
@@ -346,6 +392,10 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   int64_t published = -1;  // the progress last written to the store
   // Note [the store host is gone]: why the store closed on us, if it did.
   std::string store_lost;
+  // Note [a dead peer on this host]: the first peer seen gone, and when.
+  int dead_rank = -1, dead_pid = 0;
+  steady_clock::time_point dead_seen{};
+  bool dead_reported = false;
   auto drop_store = [&] {  // under sh->mu
     store = nullptr;
     sh->has_store = false;
@@ -353,6 +403,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   };
   for (;;) {
     bool report_store_lost = false;  // decided under the locks, reported after them
+    std::string report_dead;         // likewise: the collective a dead peer left waiting
     int64_t progress = -1;
     uint64_t ask = 0;
     std::string ask_label;
@@ -396,6 +447,34 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
           report_store_lost = cur->phase == detail::WorkState::Phase::Running && !cur->finishing;
         }
       }
+      // Note [a dead peer on this host].
+      if (!stuck_reported && !dead_reported &&
+          !job::failed_flag().load(std::memory_order_acquire)) {
+        std::string running_label;
+        if (auto cur = comm->engine().running()) {
+          std::lock_guard<std::mutex> state_lk(cur->mu);
+          if (cur->phase == detail::WorkState::Phase::Running && !cur->finishing) {
+            running_label = cur->description();
+          }
+        }
+        if (!running_label.empty()) {
+          const auto now = steady_clock::now();
+          if (dead_rank < 0) {
+            const auto& pids = comm->local_pids_locked();
+            for (size_t r = 0; r < pids.size(); ++r) {
+              if (pids[r] > 0 && !process_alive(pids[r])) {
+                dead_rank = int(r);
+                dead_pid = pids[r];
+                dead_seen = now;
+                break;
+              }
+            }
+          } else if (now - dead_seen >= kDeadPeerGrace) {
+            dead_reported = true;
+            report_dead = std::move(running_label);
+          }
+        }
+      }
       progress = comm->last_started.load(std::memory_order_relaxed);
       if (sh->asked != sh->answered) {
         if (store) {
@@ -412,6 +491,14 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
     }
     // Outside sh->mu: it dumps the flight recorder (file I/O) and may abort.
     if (report_store_lost) job::store_host_lost(rank, store_lost, options);
+    if (!report_dead.empty()) {
+      job::peer_exited(comm->world_rank, name == "world" ? dead_rank : -1,
+                       fmt::format("{}: rank {}{} (pid {} on this host) has exited while "
+                                   "this collective waited for it; likely cause: it was killed "
+                                   "(SIGKILL, the OOM killer) or crashed",
+                                   report_dead, dead_rank, name == "world" ? "" : " of " + name,
+                                   dead_pid));
+    }
     if (ask) {
       std::string answer;
       bool alive = true;

@@ -39,6 +39,19 @@
 //     at the deadline blaming the live rank (issue 17 item 7: 14 of 42
 //     survivor errors). Only a running collective triggers it, so a rank
 //     that outlives rank 0 at the end of a healthy job logs nothing.
+//  6. Note [a dead peer on this host]: ranks exchange their pid, boot id
+//     and pid namespace at start-up (setup.cpp); while a collective runs,
+//     the watchdog checks that the peers it can see (same machine, same pid
+//     namespace) still exist. A peer gone (or a zombie) for kDeadPeerGrace
+//     with the collective still running fails this process's collectives
+//     with PeerLost naming the rank and its pid, and reports it to the job
+//     like any failure. A SIGKILLed rank used to surface only as a Timeout
+//     at the deadline ("waiting for rank 1 to enter"), on every survivor;
+//     elastic recovery (src/elastic/group.cpp) now starts within a few
+//     hundred milliseconds and knows whom it lost. The grace covers a peer
+//     that finished its part of the collective and exited normally while
+//     this rank completes it. Only local peers: across machines the
+//     transport (PeerLost) or the deadline still tells.
 // Under mpirun there is no store: ranks blocked in the failed collective
 // reach its deadline on their own; a rank elsewhere learns at its next
 // collective. The store is only touched by this thread, never by the engine,
@@ -72,6 +85,9 @@ class Store;
 // counts as stuck. An interrupt is seen within milliseconds by a collective
 // that polls (Note [interrupting a collective]).
 inline constexpr std::chrono::milliseconds kInterruptGrace{1000};
+// Note [a dead peer on this host]: how long a peer must be seen gone, with
+// the collective still running, before it fails.
+inline constexpr std::chrono::milliseconds kDeadPeerGrace{300};
 
 namespace job {
 // This process's first failure, reported to the other ranks by the
@@ -97,6 +113,12 @@ void set_status(const std::string& status);
 std::vector<std::string> statuses();
 // A failure of this process waits to be published.
 bool pending();
+// Note [a dead peer on this host]: fails this process's collectives with
+// PeerLost and `reason` (which names the rank) and reports it to the job.
+// `exited_rank` (a world rank; -1 if not known as one) is remembered for
+// exited_ranks() until reset_for_new_world().
+void peer_exited(int my_world_rank, int exited_rank, const std::string& reason);
+std::vector<int> exited_ranks();
 // Forgets this process's failure and any other rank's seen so far, so
 // that a new world can run collectives (Note [elastic generations] in
 // src/elastic/group.cpp). Call only once every communicator of the failed
