@@ -30,7 +30,7 @@
 #include "fashion_mnist.h"
 #include "training_state.h"
 #include "gradwire/elastic.h"
-#include "gradwire/torch/distributed_data_parallel.h"
+#include "gradwire/torch/elastic.h"
 
 namespace {
 
@@ -94,21 +94,6 @@ long long now_ms() {
       .count();
 }
 
-// Two byte strings as one: [8-byte length][a][b].
-std::string pack(const std::string& a, const std::string& b) {
-  const uint64_t n = a.size();
-  std::string out(reinterpret_cast<const char*>(&n), sizeof n);
-  return out + a + b;
-}
-
-std::pair<std::string, std::string> unpack(const std::string& s) {
-  uint64_t n = 0;
-  if (s.size() < sizeof n) throw std::runtime_error("elastic state: truncated");
-  std::memcpy(&n, s.data(), sizeof n);
-  if (n > s.size() - sizeof n) throw std::runtime_error("elastic state: truncated");
-  return {s.substr(sizeof n, size_t(n)), s.substr(sizeof n + size_t(n))};
-}
-
 // Positions of this rank's samples in global step `step`: the step's batch
 // of the epoch's permutation, every world-th element from `rank`.
 std::vector<int64_t> step_indices(int64_t n, int64_t global_batch, uint64_t seed, int64_t step,
@@ -145,38 +130,24 @@ int main(int argc, char** argv) try {
   const int first_rank = group->rank();  // --kill-rank names a rank of the first generation
   const bool original = group->generation() == 0;
   Cnn model;
-  auto optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
-                                                        torch::optim::AdamOptions(args.lr));
-  std::unique_ptr<gradwire::torch::DistributedDataParallel> ddp;
-  uint64_t step = 0;
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(args.lr));
+  gradwire::torch::ElasticDDPOptions options;
+  options.commit_every = uint64_t(args.commit_every);
+  // DDP over the group's communicator, rebuilt (and the model and optimizer
+  // restored) whenever the membership changes.
+  gradwire::torch::ElasticDistributedDataParallel ddp(*group, model, optimizer, options);
   uint64_t evaluated = UINT64_MAX;  // the step whose test accuracy was last computed
   double accuracy = 0;
   long long recovered_at = -1;      // when this rank last left recover(), for the first step
-
-  // Builds what depends on the membership from the state the members agreed on.
-  auto adopt = [&](const gradwire::ElasticState& s, const char* why) {
-    ddp.reset();
-    if (s.restored) {
-      auto [model_bytes, optimizer_bytes] = unpack(s.shared);
-      training_state::load_module(*model, model_bytes);
-      training_state::load_optimizer(*optimizer, optimizer_bytes);
-      if (!s.local.empty()) training_state::load_rng(s.local);
-      step = s.step;
-    } else if (step != 0) {
-      // Lost before anything was committed: start again.
-      step = 0;
-      optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
-                                                       torch::optim::AdamOptions(args.lr));
-    }
-    evaluated = UINT64_MAX;  // every member evaluates alike after a change
-    ddp = std::make_unique<gradwire::torch::DistributedDataParallel>(model.ptr(),
-                                                                     group->communicator());
+  auto report = [&](const char* why) {
     std::printf("rank %d: %s: generation %llu, world %d, at step %llu (%s)\n", group->rank(), why,
                 (unsigned long long)group->generation(), group->size(),
-                (unsigned long long)step, s.restored ? "committed state" : "initial state");
+                (unsigned long long)ddp.step(),
+                group->state().restored ? "committed state" : "initial state");
     std::fflush(stdout);
+    evaluated = UINT64_MAX;  // every member evaluates alike after a change
   };
-  adopt(group->state(), original ? "started" : "joined");
+  report(original ? "started" : "joined");
 
   auto evaluate = [&]() {
     torch::NoGradGuard no_grad;
@@ -199,6 +170,7 @@ int main(int argc, char** argv) try {
 
   for (;;) {
     try {
+      const uint64_t step = ddp.step();
       if (step > 0 && step % uint64_t(steps_per_epoch) == 0 && evaluated != step) {
         accuracy = evaluate();
         evaluated = step;
@@ -213,45 +185,38 @@ int main(int argc, char** argv) try {
       auto idx = step_indices(train.size(), args.global_batch, args.seed, int64_t(step),
                               group->size(), group->rank());
       auto sel = torch::from_blob(idx.data(), {int64_t(idx.size())}, torch::kLong);
-      optimizer->zero_grad();
+      optimizer.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(
           model->forward(train.images.index_select(0, sel)), train.labels.index_select(0, sel));
       loss.backward();  // DDP averages the gradients over the members
-      optimizer->step();
-      ++step;
+      optimizer.step();
       if (recovered_at >= 0) {
         const long long t = now_ms();
         std::printf("rank %d: first step after recovery done at %lld ms (step %llu, %lld ms "
-                    "after recover() returned)\n", group->rank(), t, (unsigned long long)step,
-                    t - recovered_at);
+                    "after recover() returned)\n", group->rank(), t,
+                    (unsigned long long)(step + 1), t - recovered_at);
         std::fflush(stdout);
         recovered_at = -1;
       }
-      if (original && int64_t(step) == args.kill_at_step && first_rank == args.kill_rank) {
+      if (original && int64_t(step + 1) == args.kill_at_step && first_rank == args.kill_rank) {
         std::printf("rank %d: killed at step %llu at %lld ms\n", first_rank,
-                    (unsigned long long)step, now_ms());
+                    (unsigned long long)(step + 1), now_ms());
         std::fflush(stdout);
         ::raise(SIGKILL);
       }
-      if (step % uint64_t(args.commit_every) == 0 || step % uint64_t(steps_per_epoch) == 0) {
-        if (group->commit(step,
-                          pack(training_state::module_bytes(*model),
-                               training_state::optimizer_bytes(*optimizer)),
-                          training_state::rng_bytes())) {
-          adopt(group->state(), "a process joined");
-        }
-      }
+      if (ddp.step_done()) report("a process joined");  // commits (every --commit-every steps)
     } catch (...) {
       std::printf("rank %d: generation %llu failed at step %llu at %lld ms\n", group->rank(),
-                  (unsigned long long)group->generation(), (unsigned long long)step, now_ms());
+                  (unsigned long long)group->generation(), (unsigned long long)ddp.step(),
+                  now_ms());
       std::fflush(stdout);
-      group->recover(std::current_exception());
+      ddp.recover(std::current_exception());
       recovered_at = now_ms();
-      adopt(group->state(), "recovered");
+      report("recovered");
     }
   }
   std::printf("rank %d state at step %llu: world %d, generation %llu, recoveries %llu, params "
-              "%s\n", group->rank(), (unsigned long long)step, group->size(),
+              "%s\n", group->rank(), (unsigned long long)ddp.step(), group->size(),
               (unsigned long long)group->generation(), (unsigned long long)group->recoveries(),
               training_state::params_digest(*model).c_str());
   if (group->rank() == 0) std::printf("final test accuracy %.2f%%\n", accuracy);

@@ -192,6 +192,13 @@ int local_ranks(int world) {
   return world;
 }
 
+// Milliseconds since the epoch, comparable between processes of one host.
+long long wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // Sums `values` over ranks (float64).
 void allreduce_sum(gradwire::Communicator& comm, std::vector<double>& values) {
   comm.allreduce(values.data(), values.data(), values.size(), gradwire::DataType::Float64,
@@ -338,6 +345,7 @@ int main(int argc, char** argv) try {
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool first_generation = restarts == nullptr || std::string(restarts) == "0";
   int64_t global_step = 0;
+  int64_t resumed_step = -1;  // set by a resume until the first step after it
   if (args.resume && !args.checkpoint.empty()) {
     if (auto c = gradwire::load_latest_checkpoint(*comm, args.checkpoint)) {
       if (c->meta().at("model") != args.model || c->meta().at("compression") != args.compression) {
@@ -356,6 +364,7 @@ int main(int argc, char** argv) try {
         if (onebit_lamb) onebit_lamb->core().reset_error_feedback();
       }
       global_step = int64_t(c->step());
+      resumed_step = global_step;
       if (rank == 0) {
         std::printf("resumed from %s (step %lld)%s\n", c->path().c_str(),
                     (long long)global_step,
@@ -390,6 +399,13 @@ int main(int argc, char** argv) try {
       loss.backward();  // with DDP: gradients are averaged over ranks when this returns
       optimizer->step();
       ++global_step;
+      if (resumed_step >= 0 && rank == 0) {
+        // Issue 20's recovery-time figure (benchmarks/elastic_recovery).
+        std::printf("first step after resuming done at %lld ms (step %lld)\n", wall_ms(),
+                    (long long)global_step);
+        std::fflush(stdout);
+        resumed_step = -1;
+      }
       stats[0] += loss.item<double>() * double(n);
       stats[1] += double(logits.argmax(1).eq(y).sum().item<int64_t>());
       stats[2] += double(n);
@@ -402,8 +418,8 @@ int main(int argc, char** argv) try {
       }
       if (global_step == args.kill_at_step && (args.kill_rank < 0 || args.kill_rank == rank) &&
           first_generation) {
-        std::printf("rank %d: killed at step %lld (--kill-at-step)\n", rank,
-                    (long long)global_step);
+        std::printf("rank %d: killed at step %lld (--kill-at-step) at %lld ms\n", rank,
+                    (long long)global_step, wall_ms());
         std::fflush(stdout);
         std::raise(SIGKILL);
       }

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: fault_test no-show R | skip | peer-dies | mismatch COUNT | "
                          "bad-secret R | no-secret R | idle-cpu SECONDS | p2p-mismatch COUNT short|long | "
-                         "p2p-no-sender | p2p-peer-dies | rooted-mismatch OP COUNT\n");
+                         "p2p-no-sender | p2p-peer-dies | rooted-mismatch OP COUNT | all-killed\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -167,6 +167,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "[rank 0] idle-cpu: %s: blocked %.2f s in allreduce, %.3f s of CPU (%.1f %%)\n",
                  ok ? "ok" : "FAIL", wall, cpu, 100.0 * cpu / wall);
     return ok ? 0 : 1;
+  }
+
+  // tests/ranks/shm_reclaim.sh: every rank dies at once, so no survivor
+  // closes its transport (whose sweep would reclaim the regions itself).
+  if (mode == "all-killed") {
+    comm->barrier().wait();
+    if (rank == 1) {
+      if (const char* f = std::getenv("GW_TEST_VICTIM_PID_FILE")) std::ofstream(f) << getpid();
+    }
+    raise(SIGKILL);
   }
 
   if (mode == "peer-dies") {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Note [reclaiming dead regions], under mpirun (which, unlike gwlaunch, does
-# not clean up after a killed rank): rank 1 of a 3-rank job SIGKILLs itself
-# and leaves its shm region in /dev/shm; the next gradwire process on the
-# host removes it.
+# not clean up after a killed rank): the 3 ranks of a job SIGKILL themselves
+# (none survives to close its transport, whose sweep would reclaim the
+# regions: Note [a dead peer on this host] makes survivors close cleanly)
+# and leave their shm regions in /dev/shm; the next gradwire process on the
+# host removes rank 1's.
 #   shm_reclaim.sh MPIRUN FAULT_TEST PERF
 set -uo pipefail
 mpirun=$1 fault_test=$2 perf=$3
@@ -11,7 +13,7 @@ trap 'rm -f "$pidfile"' EXIT
 export GRADWIRE_OFI_PROVIDER=shm GRADWIRE_LOG_LEVEL=warn
 GW_TEST_VICTIM_PID_FILE=$pidfile timeout 60 "$mpirun" --allow-run-as-root --oversubscribe -np 3 \
   -x GRADWIRE_OFI_PROVIDER -x GRADWIRE_TIMEOUT_S -x GRADWIRE_LOG_LEVEL -x GW_TEST_VICTIM_PID_FILE \
-  "$fault_test" peer-dies >/dev/null 2>&1
+  "$fault_test" all-killed >/dev/null 2>&1
 victim=$(cat "$pidfile")
 if [[ -z $victim ]]; then
   echo "shm_reclaim: rank 1 did not record its pid"; exit 1
