@@ -116,7 +116,6 @@ std::vector<int64_t> step_indices(int64_t n, int64_t global_batch, uint64_t seed
 int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
   torch::set_num_threads(args.threads);
-  torch::manual_seed(args.seed);  // the same initial model everywhere
   Dataset train = fashion_mnist::load(args.data, "train");
   Dataset test = fashion_mnist::load(args.data, "t10k");
   if (args.limit > 0 && args.limit < train.size()) {
@@ -129,6 +128,10 @@ int main(int argc, char** argv) try {
   auto group = gradwire::ElasticGroup::join({}, gradwire::Rendezvous::from_environment());
   const int first_rank = group->rank();  // --kill-rank names a rank of the first generation
   const bool original = group->generation() == 0;
+  // Each rank its own dropout stream (the same one on every rank would drop
+  // the same units of each rank's share of the batch); DDP broadcasts rank
+  // 0's initial model.
+  torch::manual_seed(args.seed * 1000 + uint64_t(first_rank));
   Cnn model;
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(args.lr));
   gradwire::torch::ElasticDDPOptions options;
