@@ -23,10 +23,11 @@ def read_idx(path):
     return torch.frombuffer(bytearray(data[4 + 4 * nd:]), dtype=torch.uint8).reshape(dims)
 
 
-def load_train(d=DATA, n=None):
-    """The first n (all) training images, normalised, and their labels."""
-    images = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz"))[:n]
-    labels = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz"))[:n]
+def load_train(d=DATA, n=None, split="train"):
+    """The first n (all) images of `split` ("train", "t10k"), normalised, and
+    their labels."""
+    images = read_idx(os.path.join(d, f"{split}-images-idx3-ubyte.gz"))[:n]
+    labels = read_idx(os.path.join(d, f"{split}-labels-idx1-ubyte.gz"))[:n]
     images = images.unsqueeze(1).float().div_(255.0).sub_(0.2860).div_(0.3530)
     return images, labels.long()
 

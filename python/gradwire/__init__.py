@@ -20,6 +20,7 @@ Errors are ``gradwire.Error`` subclasses with ``.code`` ("InvalidArgument",
 from gradwire._C import (  # noqa: F401 - the public API
     AbortedError,
     Communicator,
+    ElasticGroup,
     Error,
     InternalError,
     InvalidArgumentError,
@@ -53,7 +54,7 @@ def _restore_sigint():
 _restore_sigint()
 
 __all__ = [
-    "AbortedError", "Communicator", "Error", "InternalError", "InvalidArgumentError",
+    "AbortedError", "Communicator", "ElasticGroup", "Error", "InternalError", "InvalidArgumentError",
     "MismatchError", "PeerLostError", "ProtocolError", "TimeoutError", "TransportError",
     "UnauthenticatedError", "Work",
     "shard_count", "shard_offset",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gradwire/error.h"
+#include "gradwire/options.h"
 #include "gradwire/work.h"
 
 namespace gradwire::python {
@@ -23,6 +24,11 @@ namespace py = pybind11;
 // a gradwire::Error thrown under torch's own bindings (Work.wait) becomes the
 // same Python class.
 void register_errors(py::module_& m);
+
+// Options from Communicator.create's keyword arguments (module.cpp),
+// checked: timeout in seconds.
+Options make_options(std::optional<double> timeout, std::optional<std::string> provider,
+                     std::optional<std::string> iface);
 
 // Waits for `work` with the GIL released, in slices, checking for signals
 // between slices (Note [interruptible wait]). `timeout_s` < 0: no timeout of

@@ -19,6 +19,7 @@
 
 namespace gradwire::python {
 void register_compress(py::module_& m);  // compress.cpp
+void register_elastic(py::module_& m);   // elastic.cpp
 namespace {
 
 using CommPtr = std::shared_ptr<Communicator>;
@@ -73,6 +74,8 @@ std::string number_text(double x) {
   return buf;
 }
 
+}  // namespace
+
 Options make_options(std::optional<double> timeout, std::optional<std::string> provider,
                      std::optional<std::string> iface) {
   Options o;
@@ -89,7 +92,6 @@ Options make_options(std::optional<double> timeout, std::optional<std::string> p
   return o;
 }
 
-}  // namespace
 }  // namespace gradwire::python
 
 PYBIND11_MODULE(_C, m) {
@@ -282,6 +284,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("shard_offset", &shard_offset, py::arg("count"), py::arg("size"), py::arg("rank"));
   m.attr("__version__") = gradwire::version();
   register_compress(m);
+  register_elastic(m);
 
   // Under mpirun, torch.distributed's env:// needs MASTER_ADDR/MASTER_PORT
   // that no one set. gradwire.torch calls this (collective over the mpirun

@@ -1,0 +1,150 @@
+"""Elastic training with torch's DistributedDataParallel on backend "gradwire":
+a lost rank does not stop the job, and a replacement joins while it trains.
+
+    import gradwire.torch.elastic as elastic
+
+    group = elastic.join()                   # GRADWIRE_STORE_DIR, RANK, WORLD_SIZE
+    trainer = elastic.ElasticDDP(group, model, optimizer)
+    while trainer.step < total:
+        try:
+            x, y = global_batch(trainer.step).shard(group.size, group.rank)
+            optimizer.zero_grad()
+            loss_fn(trainer.module(x), y).backward()
+            optimizer.step()
+            trainer.step_done()              # commit in memory; a waiting process joins here
+        except Exception as e:
+            trainer.recover(e)               # re-raises anything but a lost member
+
+Each membership is a generation (gradwire.ElasticGroup; C++:
+gradwire/elastic.h). For each one ElasticDDP makes the default process group
+(backend "gradwire", over a file store in GRADWIRE_STORE_DIR) and wraps the
+model in DistributedDataParallel. step_done() commits the model's and the
+optimizer's state dicts in memory (and this rank's torch RNG state as its own);
+when the membership changes, every member continues from the same commit, and
+a joining process receives it from a survivor. Because the default process
+group is replaced at every change, ElasticDDP owns torch.distributed's default
+group: make no other groups.
+"""
+import gc
+import io
+import os
+import re
+
+import torch
+import torch.distributed as dist
+
+import gradwire
+from gradwire import _C, _C_torch
+
+from . import BACKEND  # registers backend "gradwire"
+
+# What a collective that lost a member raises, through torch's layers too
+# (DDP's backward turns gradwire.Error into RuntimeError with its text).
+_MEMBERSHIP_CODES = ("Timeout", "PeerLost", "Aborted", "Transport")
+_MEMBERSHIP_TEXT = re.compile(r"gradwire (Timeout|PeerLost|Aborted|Transport)\b")
+
+
+def is_membership_error(error):
+    """True if `error` is a collective failing for a lost or stuck member."""
+    if isinstance(error, gradwire.Error):
+        return error.code in _MEMBERSHIP_CODES
+    return bool(_MEMBERSHIP_TEXT.search(str(error)))
+
+
+def join(timeout=None, settle=None, min_size=1):
+    """gradwire.ElasticGroup.join: the first WORLD_SIZE processes form the
+    first generation; one started later waits for the members' next commit.
+    timeout: seconds per collective (GRADWIRE_TIMEOUT_S); settle: seconds the
+    survivors wait for each other after a failure (default 2)."""
+    return _C.ElasticGroup.join(timeout=timeout, settle=settle, min_size=min_size)
+
+
+class ElasticDDP:
+    """torch DDP over an ElasticGroup, rebuilt at every membership change."""
+
+    def __init__(self, group, model, optimizer, commit_every=1, **ddp_kwargs):
+        if commit_every < 1:
+            raise ValueError(f"commit_every={commit_every} (expected >= 1)")
+        if "GRADWIRE_STORE_DIR" not in os.environ:
+            raise ValueError("ElasticDDP: GRADWIRE_STORE_DIR is not set (the elastic store)")
+        self.group = group
+        self.model = model
+        self.optimizer = optimizer
+        self.commit_every = commit_every
+        self.ddp_kwargs = ddp_kwargs
+        self.step = 0      # completed steps; after a change, the committed step
+        self.changes = 0   # membership changes seen here
+        self._ddp = None
+        state = group.state
+        self._adopt(state)
+        if not state["restored"]:
+            self._commit()  # the first generation's starting point
+
+    @property
+    def module(self):
+        """The current generation's DistributedDataParallel: call it for forward."""
+        return self._ddp
+
+    def step_done(self):
+        """After optimizer.step(): counts the step and commits every
+        commit_every steps. True if a process joined here (module is new)."""
+        self.step += 1
+        if self.step % self.commit_every:
+            return False
+        return self._commit()
+
+    def recover(self, error):
+        """In the handler of what a step raised: re-raises it unless a member
+        was lost; otherwise the survivors (and any process waiting to join)
+        form the next generation and continue from their last common commit.
+        Returns the step to continue from."""
+        if not is_membership_error(error):
+            raise error
+        self._teardown()
+        state = self.group.recover(str(error)[:2000])
+        self.changes += 1
+        if not state["restored"]:
+            self.step = 0
+        self._adopt(state)
+        if not state["restored"]:
+            self._commit()
+        return self.step
+
+    # ------------------------------------------------------------------
+    def _teardown(self):
+        """Drops this generation's DDP and process group, and closes any
+        gradwire communicator torch still holds (Note [communicators at exit]):
+        a failed one must not outlive its generation."""
+        self._ddp = None
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        gc.collect()
+        _C_torch._shutdown_all()
+
+    def _adopt(self, state):
+        self._teardown()
+        if state["restored"]:
+            shared = torch.load(io.BytesIO(state["shared"]), weights_only=False)
+            self.model.load_state_dict(shared["model"])
+            self.optimizer.load_state_dict(shared["optimizer"])
+            if state["local"]:
+                torch.set_rng_state(torch.load(io.BytesIO(state["local"])))
+            self.step = state["step"]
+        path = os.path.join(os.environ["GRADWIRE_STORE_DIR"],
+                            f"torch-generation-{self.group.generation}")
+        store = dist.FileStore(path, self.group.size)
+        dist.init_process_group(BACKEND, store=store, rank=self.group.rank,
+                                world_size=self.group.size)
+        self._ddp = torch.nn.parallel.DistributedDataParallel(self.model, **self.ddp_kwargs)
+
+    def _commit(self):
+        shared = io.BytesIO()
+        torch.save({"model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict()}, shared)
+        local = io.BytesIO()
+        torch.save(torch.get_rng_state(), local)
+        if self.group.commit(self.step, shared.getvalue(), local.getvalue()):
+            self.changes += 1
+            self._adopt(self.group.state)
+            return True
+        return False
