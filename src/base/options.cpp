@@ -34,6 +34,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
     "GRADWIRE_SHM_RECLAIM",         // base/shm_reclaim.cpp
     "GRADWIRE_SHM_COLLECTIVES",     "GRADWIRE_P2P_SINGLE_COPY",
+    "GRADWIRE_ELASTIC_SETTLE_S",    // elastic/group.cpp
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -61,7 +62,8 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_FR_SIZE",       "GRADWIRE_DEBUG",                "GRADWIRE_ASYNC_ERROR_HANDLING",
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
     "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
-    "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY"};
+    "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
+    "GRADWIRE_ELASTIC_SETTLE_S"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -99,7 +101,8 @@ Options Options::with_env_overrides() const {
   }
   // Read by the Reducer (reducer/stall.cpp), checked here so that a bad
   // value fails at start-up even in a job that never builds a Reducer.
-  for (const char* name : {"GRADWIRE_STALL_WARN_S", "GRADWIRE_STALL_SHUTDOWN_S"}) {
+  for (const char* name : {"GRADWIRE_STALL_WARN_S", "GRADWIRE_STALL_SHUTDOWN_S",
+                           "GRADWIRE_ELASTIC_SETTLE_S"}) {
     if (const char* v = value_of(name)) (void)env::parse_seconds(name, v, /*zero_allowed=*/true);
   }
   // Read by base/shm_reclaim.cpp (Note [reclaiming dead regions]).

@@ -169,17 +169,27 @@ bool ElasticDistributedDataParallel::step_done() {
 }
 
 uint64_t ElasticDistributedDataParallel::recover(std::exception_ptr error) {
-  ddp_.reset();  // its hooks and Buckets belong to the failed communicator
-  const ElasticState& state = group_.recover(error);
-  ++changes_;
-  if (!state.restored) {
-    // Nothing committed anywhere (a failure inside the first commit): every
-    // member restarts from step 0 with rank 0's module.
-    step_ = 0;
+  // A member lost while the next generation builds its DDP (the broadcast
+  // from rank 0) fails that generation too: recover again, a bounded number
+  // of times (each generation needs at least one more member gone).
+  for (int attempt = 0;; ++attempt) {
+    ddp_.reset();  // its hooks and Buckets belong to the failed communicator
+    const ElasticState& state = group_.recover(error);
+    ++changes_;
+    try {
+      if (!state.restored) {
+        // Nothing committed anywhere (a failure inside the first commit):
+        // every member restarts from step 0 with rank 0's module.
+        step_ = 0;
+      }
+      adopt(state);
+      if (!state.restored) commit();
+      return step_;
+    } catch (...) {
+      if (attempt >= 16) throw;
+      error = std::current_exception();
+    }
   }
-  adopt(state);
-  if (!state.restored) commit();
-  return step_;
 }
 
 }  // namespace gradwire::torch

@@ -98,17 +98,24 @@ class ElasticDDP:
         was lost; otherwise the survivors (and any process waiting to join)
         form the next generation and continue from their last common commit.
         Returns the step to continue from."""
-        if not is_membership_error(error):
-            raise error
-        self._teardown()
-        state = self.group.recover(str(error)[:2000])
-        self.changes += 1
-        if not state["restored"]:
-            self.step = 0
-        self._adopt(state)
-        if not state["restored"]:
-            self._commit()
-        return self.step
+        # A member lost while the next generation builds its DDP fails that
+        # generation too: recover again (each time one more member is gone).
+        for attempt in range(17):
+            if not is_membership_error(error):
+                raise error
+            self._teardown()
+            state = self.group.recover(str(error)[:2000])
+            self.changes += 1
+            try:
+                if not state["restored"]:
+                    self.step = 0
+                self._adopt(state)
+                if not state["restored"]:
+                    self._commit()
+                return self.step
+            except Exception as again:  # noqa: BLE001 - classified at the loop's top
+                error = again
+        raise error
 
     # ------------------------------------------------------------------
     def _teardown(self):
