@@ -49,6 +49,9 @@ struct Args {
   int64_t kill_at_step = -1;
   int kill_rank = -1;
   double min_accuracy = 0;
+  std::string compression = "none";  // none | powersgd
+  uint64_t powersgd_rank = 4;
+  uint64_t powersgd_start = 20;
 };
 
 [[noreturn]] void usage(const char* argv0) {
@@ -56,6 +59,7 @@ struct Args {
                "usage: %s [--epochs N] [--global-batch B] [--lr X] [--data DIR] [--limit N]\n"
                "          [--commit-every STEPS] [--seed S] [--threads T]\n"
                "          [--kill-at-step N --kill-rank R] [--min-accuracy PCT]\n"
+               "          [--compression none|powersgd] [--powersgd-rank R] [--powersgd-start S]\n"
                "rendezvous: GRADWIRE_STORE_DIR, RANK, WORLD_SIZE (gradwire/elastic.h)\n",
                argv0);
   std::exit(2);
@@ -80,9 +84,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--kill-at-step") a.kill_at_step = std::stoll(value());
     else if (k == "--kill-rank") a.kill_rank = std::stoi(value());
     else if (k == "--min-accuracy") a.min_accuracy = std::stod(value());
+    else if (k == "--compression") a.compression = value();
+    else if (k == "--powersgd-rank") a.powersgd_rank = std::stoull(value());
+    else if (k == "--powersgd-start") a.powersgd_start = std::stoull(value());
     else usage(argv[0]);
   }
   if (a.epochs < 1 || a.global_batch < 1 || a.commit_every < 1) usage(argv[0]);
+  if (a.compression != "none" && a.compression != "powersgd") usage(argv[0]);
   return a;
 }
 
@@ -136,6 +144,16 @@ int main(int argc, char** argv) try {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(args.lr));
   gradwire::torch::ElasticDDPOptions options;
   options.commit_every = uint64_t(args.commit_every);
+  if (args.compression == "powersgd") {
+    // PowerSGD's state (Q, counters, this rank's error feedback) is
+    // committed and restored with the model.
+    gradwire::PowerSGDOptions po;
+    po.matrix_approximation_rank = args.powersgd_rank;
+    po.start_powerSGD_iter = args.powersgd_start;
+    po.random_seed = args.seed;
+    options.powersgd = std::make_shared<gradwire::PowerSGDState>(po);
+    options.ddp.comm_hook = gradwire::powersgd_hook(options.powersgd);
+  }
   // DDP over the group's communicator, rebuilt (and the model and optimizer
   // restored) whenever the membership changes.
   gradwire::torch::ElasticDistributedDataParallel ddp(*group, model, optimizer, options);
@@ -225,6 +243,7 @@ int main(int argc, char** argv) try {
   if (group->rank() == 0) std::printf("final test accuracy %.2f%%\n", accuracy);
   std::fflush(stdout);
   group->communicator().barrier().wait();
+  group->finish();  // a process still waiting to join gives up now
   if (accuracy < args.min_accuracy) {
     std::fprintf(stderr, "test accuracy %.2f%% is below --min-accuracy %.2f%%\n", accuracy,
                  args.min_accuracy);

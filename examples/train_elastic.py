@@ -124,6 +124,7 @@ def main():
     if group.rank == 0:
         say(f"final test accuracy {accuracy:.2f}%")
     dist.barrier()
+    group.finish()  # a process still waiting to join gives up now
     if accuracy < args.min_accuracy:
         print(f"test accuracy {accuracy:.2f}% is below --min-accuracy {args.min_accuracy}%",
               file=sys.stderr)

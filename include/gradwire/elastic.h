@@ -114,6 +114,12 @@ class GRADWIRE_API ElasticGroup {
   // members are left.
   const ElasticState& recover(std::exception_ptr error);
 
+  // The job is over: a process still waiting to join (or one that comes
+  // later) fails at once with Aborted saying so, instead of waiting out
+  // ElasticOptions::join_timeout. Any member may call it, once training
+  // has ended on every member (e.g. after a final barrier).
+  void finish();
+
  private:
   explicit ElasticGroup(std::unique_ptr<ElasticGroupImpl> impl);
   std::unique_ptr<ElasticGroupImpl> impl_;

@@ -88,7 +88,14 @@ void register_elastic(py::module_& m) {
           },
           py::arg("why"),
           "After a collective failed because a member was lost: forms the next generation "
-          "with the members that are alive; returns .state.");
+          "with the members that are alive; returns .state.")
+      .def(
+          "finish",
+          [](ElasticGroup& g) {
+            py::gil_scoped_release nogil;
+            g.finish();
+          },
+          "The job is over: a process still waiting to join fails at once (AbortedError).");
 }
 
 }  // namespace gradwire::python

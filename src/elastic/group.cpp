@@ -136,12 +136,20 @@ class ElasticGroupImpl {
       read_slots(g, slots);
       if (slots.size() != before) last_change = Clock::now();
       int64_t newest = -1;
-      for (const auto& c : slots) newest = std::max(newest, c.last_generation);
+      int peers = 0;  // participants from this process's generation, itself included
+      for (const auto& c : slots) {
+        newest = std::max(newest, c.last_generation);
+        if (generation >= 0 && c.last_generation == generation) ++peers;
+      }
       elastic::CloseQuery q;
       q.count = int(slots.size());
       q.expect = expect;
       q.min_size = eopts.min_size;
-      q.continuing = generation >= 0 && generation >= newest && !commits.empty();
+      // A member of the newest generation among the slots, committed or
+      // not (without commits the plan starts afresh, which beats waiting).
+      q.continuing = generation >= 0 && generation >= newest;
+      q.peers = peers;
+      q.previous_size = size_in_last;
       q.quiet = std::chrono::duration_cast<milliseconds>(Clock::now() - last_change);
       q.settle = eopts.settle;
       if (elastic::may_close(q)) {
@@ -150,6 +158,10 @@ class ElasticGroupImpl {
                      "ms)", g, q.count, expect, q.quiet.count());
         }
         continue;
+      }
+      if (auto done = store->try_get("elastic/finished")) {
+        raise(ErrorCode::Aborted, "elastic: the job finished (its last generation was {}) "
+              "before this process could join generation {}; nothing to do", *done, g);
       }
       if (deadline.expired()) {
         raise(ErrorCode::Timeout,
@@ -186,16 +198,18 @@ class ElasticGroupImpl {
       const Plan plan = elastic::plan_generation(slots);
       const int rank = int(std::find(plan.order.begin(), plan.order.end(), slot) -
                            plan.order.begin());
-      const int64_t previous = generation;
-      const int previous_size = size_in_last;
       try {
         auto boot = bootstrap::make_store_bootstrap(
             bootstrap::prefix_store(bootstrap::shared_store(store), key(g, "comm/")), rank, n, -1);
         comm = detail::CommunicatorAccess::wrap(setup::create_world_over(options, std::move(boot)));
+        synchronize(g, plan, rank, slots);
+        // Only now a member of g: one whose synchronisation failed offers
+        // its old generation's state next time, or is a joiner again (a
+        // joiner that counted as continuing without state would make the
+        // next generation start afresh).
         generation = g;
         comm_rank_in_last = rank;
         size_in_last = n;
-        synchronize(plan, rank, slots, previous, previous_size);
       } catch (const Error& e) {
         if (!membership_error(e.code())) throw;
         log().warn("elastic: generation {} failed while forming ({}); trying generation {}", g,
@@ -211,8 +225,9 @@ class ElasticGroupImpl {
   }
 
   // Every member leaves with the committed state the plan names.
-  void synchronize(const Plan& plan, int rank, const std::vector<Candidate>& slots,
-                   int64_t previous, int previous_size) {
+  void synchronize(int64_t g, const Plan& plan, int rank, const std::vector<Candidate>& slots) {
+    const int64_t previous = generation;
+    const int previous_size = size_in_last;
     state = ElasticState{};
     if (rank == 0) {
       std::vector<int> kept;
@@ -224,7 +239,7 @@ class ElasticGroupImpl {
       auto& logger = log();
       logger.log(previous >= 0 ? spdlog::level::warn : spdlog::level::info,
                  "elastic: generation {}: {} members ({} continuing from generation {}, {} "
-                 "joined){}{}", generation, plan.order.size(), plan.continuing, previous,
+                 "joined){}{}", g, plan.order.size(), plan.continuing, previous,
                  plan.order.size() - size_t(plan.continuing),
                  lost.empty() ? "" : fmt::format("; ranks {} of generation {} are gone and "
                                                  "their local state (e.g. error feedback) is "
@@ -344,6 +359,10 @@ bool ElasticGroup::commit(uint64_t step, std::string shared, std::string local) 
   d.comm.reset();
   d.form(d.generation + 1, expect);
   return true;
+}
+
+void ElasticGroup::finish() {
+  impl_->store->set("elastic/finished", std::to_string(impl_->generation));
 }
 
 const ElasticState& ElasticGroup::recover(std::exception_ptr error) {

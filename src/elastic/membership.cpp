@@ -114,7 +114,8 @@ Plan plan_generation(const std::vector<Candidate>& slots) {
 bool may_close(const CloseQuery& q) {
   if (q.count < 1) return false;
   if (q.expect > 0 && q.count >= q.expect) return true;
-  return q.continuing && q.count >= q.min_size && q.quiet >= q.settle;
+  return q.continuing && q.count >= q.min_size && q.quiet >= q.settle &&
+         2 * q.peers > q.previous_size;
 }
 
 }  // namespace gradwire::elastic

@@ -53,7 +53,12 @@ Plan plan_generation(const std::vector<Candidate>& slots);
 // failure, the failed generation's size, in case nobody was lost).
 // Besides, a continuing participant (it holds state from the newest
 // generation among the slots) may close once `count` >= min_size and no
-// slot was claimed for `quiet` >= `settle`: a lost member never arrives.
+// slot was claimed for `quiet` >= `settle` (a lost member never arrives),
+// but only if the participants from its own previous generation (`peers`,
+// itself included) are a majority of that generation (`previous_size`).
+// Two disjoint majorities cannot exist, so a member that hung (SIGSTOP)
+// and comes back after the others moved on can never close a generation
+// of its own and train apart: it waits, and joins them as a newcomer.
 // Joiners (expect 0, not continuing) never close, so a generation always
 // has a member that can hand on the state, unless it is the first.
 struct CloseQuery {
@@ -61,6 +66,8 @@ struct CloseQuery {
   int expect = 0;
   int min_size = 1;
   bool continuing = false;
+  int peers = 0;
+  int previous_size = 0;
   std::chrono::milliseconds quiet{0};
   std::chrono::milliseconds settle{0};
 };

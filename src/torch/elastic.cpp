@@ -122,6 +122,11 @@ ElasticDistributedDataParallel::ElasticDistributedDataParallel(
     throw Error(ErrorCode::InvalidArgument,
                 "ElasticDDPOptions: save_extra and load_extra go together (one is empty)");
   }
+  if (options_.powersgd && !options_.ddp.comm_hook) {
+    throw Error(ErrorCode::InvalidArgument,
+                "ElasticDDPOptions::powersgd is set but ddp.comm_hook is empty (expected "
+                "powersgd_hook(powersgd))");
+  }
   adopt(group_.state());
   // A job's first generation commits its starting point, so that a failure
   // before the first step_done() has a state to return to.
@@ -134,27 +139,42 @@ DistributedDataParallel& ElasticDistributedDataParallel::ddp() { return *ddp_; }
 
 void ElasticDistributedDataParallel::adopt(const ElasticState& state) {
   ddp_.reset();
+  std::vector<std::string> fields;
   if (state.restored) {
-    auto fields = unpack(state.shared);
-    if (fields.size() != 3) {
+    fields = unpack(state.shared);
+    if (fields.size() != 5) {
       throw Error(ErrorCode::Protocol, "elastic DDP: the committed state has " +
-                                           std::to_string(fields.size()) + " parts, not 3");
+                                           std::to_string(fields.size()) + " parts, not 5");
     }
     load_module(*module_, fields[0]);
     load_optimizer(optimizer_, fields[1]);
     if (options_.load_extra) options_.load_extra(fields[2]);
-    if (!state.local.empty()) load_rng(state.local);
     step_ = state.step;
+    // This member's own: [generator][PowerSGD state], or nothing (a joiner).
+    const auto local = state.local.empty() ? std::vector<std::string>{} : unpack(state.local);
+    if (!local.empty()) load_rng(local[0]);
+    if (options_.powersgd) {
+      if (local.size() == 2 && !local[1].empty()) {
+        options_.powersgd->load_state(local[1]);
+      } else if (!fields[4].empty()) {
+        options_.powersgd->load_state(fields[4]);  // the broadcasting survivor's Q and counters
+        options_.powersgd->reset_error_feedback();
+      }
+    }
   }
   DDPOptions ddp_options = options_.ddp;
   ddp_options.broadcast_from_rank0 = true;  // members that joined must match bit for bit
   ddp_ = std::make_unique<DistributedDataParallel>(module_, group_.communicator(), ddp_options);
+  // The Bucket plan the PowerSGD state's Buckets belong to.
+  if (state.restored && !fields[3].empty()) ddp_->load_state(fields[3]);
 }
 
 void ElasticDistributedDataParallel::commit() {
+  const std::string hook_state = options_.powersgd ? options_.powersgd->save_state() : "";
   std::string shared = pack({module_bytes(*module_), optimizer_bytes(optimizer_),
-                             options_.save_extra ? options_.save_extra() : std::string()});
-  if (group_.commit(step_, std::move(shared), rng_bytes())) {
+                             options_.save_extra ? options_.save_extra() : std::string(),
+                             ddp_->save_state(), hook_state});
+  if (group_.commit(step_, std::move(shared), pack({rng_bytes(), hook_state}))) {
     ++changes_;
     adopt(group_.state());
   }

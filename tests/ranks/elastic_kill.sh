@@ -37,7 +37,7 @@ rm -rf "$work"
 mkdir -p "$work"
 touch "$work/start"
 export GRADWIRE_TIMEOUT_S=5 GRADWIRE_LOG_LEVEL=${GRADWIRE_LOG_LEVEL:-warn}
-common=(--epochs 2 --limit 12000 --threads 1)
+common=(--epochs 2 --limit 12000 --threads 1 ${ELASTIC_ARGS:-})  # ELASTIC_ARGS: e.g. --compression powersgd
 steps=250  # 2 epochs of 12000 images in global batches of 96
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }

@@ -112,6 +112,8 @@ TEST(ElasticClose, ExpectedCountOrASettledContinuingMember) {
   q.expect = 4;
   EXPECT_FALSE(may_close(q));  // not yet, and not continuing
   q.continuing = true;
+  q.peers = 3;
+  q.previous_size = 4;
   q.settle = milliseconds(2000);
   q.quiet = milliseconds(1999);
   EXPECT_FALSE(may_close(q));
@@ -119,6 +121,24 @@ TEST(ElasticClose, ExpectedCountOrASettledContinuingMember) {
   EXPECT_TRUE(may_close(q));
   q.min_size = 4;
   EXPECT_FALSE(may_close(q));  // too few to continue: keep waiting (join_timeout)
+}
+
+TEST(ElasticClose, OnlyAMajorityOfTheLastGenerationClosesWithoutTheOthers) {
+  // Rank 2 of 3 hung; the two others formed the next generation. When it
+  // comes back it is alone: it must wait to join them, not train apart.
+  CloseQuery q;
+  q.count = 1;
+  q.continuing = true;
+  q.peers = 1;
+  q.previous_size = 3;
+  q.quiet = milliseconds(100000);
+  EXPECT_FALSE(may_close(q));
+  q.count = q.peers = 2;  // the two survivors: a majority of 3
+  EXPECT_TRUE(may_close(q));
+  q.previous_size = 4;  // half of 4 is not a majority
+  EXPECT_FALSE(may_close(q));
+  q.expect = 2;  // ... unless the other two were seen to exit
+  EXPECT_TRUE(may_close(q));
   q = CloseQuery{};
   q.count = 2;
   q.quiet = milliseconds(100000);

@@ -19,10 +19,11 @@
 //     }
 //   }
 //
-// What a commit holds: the module's parameters and buffers and the
-// optimizer's state (the same on every member), plus ElasticDDPOptions'
-// extra state; this member's CPU generator (dropout) as its own local
-// state. The committed step is step(): data loading that follows it (the
+// What a commit holds: the module's parameters and buffers, the
+// optimizer's state and the DDP's Bucket plan (the same on every member),
+// plus ElasticDDPOptions' extra state; this member's CPU generator (dropout)
+// and PowerSGD's error feedback as its own local state. The 1-bit
+// optimizers are bound to one Communicator and are not supported yet. The committed step is step(): data loading that follows it (the
 // step's global batch, split by the current size and rank) continues where
 // the commit left off.
 #pragma once
@@ -37,6 +38,7 @@
 #include <memory>
 #include <string>
 
+#include "gradwire/compress.h"
 #include "gradwire/elastic.h"
 #include "gradwire/torch/distributed_data_parallel.h"
 
@@ -49,6 +51,13 @@ struct ElasticDDPOptions {
   // (about 3x the parameter bytes for Adam) and asks whether a process
   // waits to join (one small broadcast).
   uint64_t commit_every = 1;
+  // The state of ddp.comm_hook when it is powersgd_hook(powersgd): Q, the
+  // counters and this rank's error-feedback buffers are committed with the
+  // DDP's Bucket plan. After a change a survivor restores its own; a member
+  // that joined takes the broadcasting survivor's Q and counters and starts
+  // its error feedback at zero (a lost rank's residual is dropped: it is
+  // bounded by one step's compression error).
+  std::shared_ptr<PowerSGDState> powersgd;
   // More replicated state to commit and restore with the model (an epoch
   // counter, a learning-rate schedule); both or neither.
   std::function<std::string()> save_extra;
