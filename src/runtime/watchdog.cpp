@@ -491,6 +491,24 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
     }
     // Outside sh->mu: it dumps the flight recorder (file I/O) and may abort.
     if (report_store_lost) job::store_host_lost(rank, store_lost, options);
+    if (!report_dead.empty() && store) {
+      // A peer that failed first publishes its error before it exits
+      // (CommunicatorImpl::fail): that report names the cause (a mismatch,
+      // its own timeout), its exit is only the consequence. Read it first.
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        if (sh->stop) return;
+        sh->in_store = true;
+      }
+      const bool alive = job::exchange(*store, rank, options, &store_lost);
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->in_store = false;
+        if (!alive) drop_store();
+      }
+      sh->cv.notify_all();
+      if (job::failed_flag().load(std::memory_order_acquire)) report_dead.clear();
+    }
     if (!report_dead.empty()) {
       job::peer_exited(comm->world_rank, name == "world" ? dead_rank : -1,
                        fmt::format("{}: rank {}{} (pid {} on this host) has exited while "

@@ -45,7 +45,9 @@
 //     namespace) still exist. A peer gone (or a zombie) for kDeadPeerGrace
 //     with the collective still running fails this process's collectives
 //     with PeerLost naming the rank and its pid, and reports it to the job
-//     like any failure. A SIGKILLed rank used to surface only as a Timeout
+//     like any failure, unless the store holds a failure the peer published
+//     before it exited (a rank that failed on a mismatch and quit): that
+//     report names the cause and is used instead. A SIGKILLed rank used to surface only as a Timeout
 //     at the deadline ("waiting for rank 1 to enter"), on every survivor;
 //     elastic recovery (src/elastic/group.cpp) now starts within a few
 //     hundred milliseconds and knows whom it lost. The grace covers a peer
