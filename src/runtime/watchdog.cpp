@@ -512,10 +512,10 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
     if (!report_dead.empty()) {
       job::peer_exited(comm->world_rank, name == "world" ? dead_rank : -1,
                        fmt::format("{}: rank {}{} (pid {} on this host) has exited while "
-                                   "this collective waited for it; likely cause: it was killed "
-                                   "(SIGKILL, the OOM killer) or crashed",
+                                   "this collective waited for it; likely cause: rank {} was "
+                                   "killed (SIGKILL, the OOM killer) or crashed",
                                    report_dead, dead_rank, name == "world" ? "" : " of " + name,
-                                   dead_pid));
+                                   dead_pid, dead_rank));
     }
     if (ask) {
       std::string answer;
