@@ -72,8 +72,7 @@ class ElasticGroupImpl {
   ElasticOptions eopts;
   std::shared_ptr<bootstrap::Store> store;
   std::string id;
-  int first_hint = INT_MAX;
-  int first_size = 1;
+  int first_hint = INT_MAX;  // the launcher's RANK: preferred rank in the first generation
   int64_t generation = -1;  // the generation this process is a member of; -1 none
   std::unique_ptr<Communicator> comm;
   ElasticState state;
@@ -88,6 +87,9 @@ class ElasticGroupImpl {
     return fmt::format("elastic/g{}/{}", g, what);
   }
 
+  int comm_rank_in_last = INT_MAX;  // this process's rank in `generation`
+  int size_in_last = 0;             // and that generation's size
+
   Candidate me() const {
     Candidate c;
     c.id = id;
@@ -96,8 +98,6 @@ class ElasticGroupImpl {
     for (const auto& k : commits) c.commits.push_back(k.step);
     return c;
   }
-  int comm_rank_in_last = INT_MAX;  // this process's rank in `generation`
-  int size_in_last = 0;
 
   int claim(int64_t g) {
     const std::string mine = encode(me());
@@ -313,7 +313,6 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
   ::gethostname(host, sizeof(host) - 1);
   impl->id = fmt::format("{}/{}/{:08x}", host, ::getpid(), std::random_device{}());
   impl->first_hint = rendezvous.rank;
-  impl->first_size = rendezvous.size;
   // The first generation forms at the launcher's size; a process that comes
   // after it is a joiner and waits for the members' next commit.
   int64_t g = 0;

@@ -7,12 +7,15 @@
 # and it must neither train apart (it is alone: no majority) nor hang: it
 # joins the others at their next commit as a newcomer, receiving their
 # state. All three must finish with the same parameters. Then a process
-# started after the job finished must fail at once (ElasticGroup::finish).
+# started after the job finished must fail at once (ElasticGroup::finish),
+# and nothing may be left in /dev/shm.
 #   elastic_hang.sh EXAMPLE WORKDIR
 set -euo pipefail
+source "$(dirname "$0")/shm_leaks.sh"
 program=$1 work=$2
 rm -rf "$work"
 mkdir -p "$work"
+touch "$work/start"
 export GRADWIRE_TIMEOUT_S=5 GRADWIRE_LOG_LEVEL=${GRADWIRE_LOG_LEVEL:-warn}
 common=(--epochs 4 --limit 12000 --threads 1)
 pids=()
@@ -54,3 +57,4 @@ if GRADWIRE_STORE_DIR="$work/store" RANK=0 WORLD_SIZE=3 timeout 60 "$program" "$
 fi
 grep -q "the job finished" "$work/late.log" || { cat "$work/late.log"; echo "FAIL: no clear error for a late process"; exit 1; }
 echo "a late process failed after $((SECONDS - start)) s: $(grep -o 'elastic: the job finished.*' "$work/late.log" | head -1)"
+check_shm_leaks "$work/start"

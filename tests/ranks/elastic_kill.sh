@@ -27,6 +27,7 @@
 # EXAMPLE: build/examples/train_elastic, or examples/train_elastic.py (run
 # with python3; gradwire's package on PYTHONPATH).
 set -euo pipefail
+source "$(dirname "$0")/shm_leaks.sh"
 program=$1 work=$2 reps=${3:-20} tolerance=${4:-0.75}
 run=("$program")
 if [[ $program == *.py ]]; then
@@ -122,15 +123,7 @@ for rep in $(seq 1 "$reps"); do
   fi
 done
 
-# Shared memory of processes that are gone: a leak (only regions newer than
-# this test's start whose owner is dead: other tests may run beside it).
-leaked=()
-for f in $(find /dev/shm -maxdepth 1 -name 'gw_*' -newer "$work/start" 2> /dev/null); do
-  pid=$(basename "$f" | cut -d_ -f2)
-  kill -0 "$pid" 2> /dev/null || leaked+=("$f")
-done
-if (( ${#leaked[@]} )); then echo "FAIL: left in /dev/shm: ${leaked[*]}"; exit 1; fi
-echo "nothing left in /dev/shm"
+check_shm_leaks "$work/start"
 ((failures == 0)) || { echo "FAIL: $failures of $reps repetitions"; exit 1; }
 mean=$(printf '%s\n' "${accuracies[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
 echo "mean final accuracy over $reps recovered runs: $mean% (uninterrupted: $w3% at world size 3, $w2% at 2, reference $reference%)"

@@ -19,6 +19,7 @@
 # check is then that exactly one generation resumed, from whichever
 # checkpoint was the newest.
 set -euo pipefail
+source "$(dirname "$0")/shm_leaks.sh"
 mode=$1 program=$2 work=$3
 command -v torchrun > /dev/null || { echo "torchrun not found: skipped"; exit 77; }
 every=10
@@ -73,13 +74,4 @@ if [[ "$got" != "$expected" ]]; then
 fi
 echo "the restarted job equals the uninterrupted one:"; echo "$got"
 
-# Shared memory of processes that are gone (SIGKILLed or torn down) and that
-# this test started: a leak. Other tests may run beside this one, so only
-# regions newer than the start whose owner pid is dead count.
-leaked=()
-for f in $(find /dev/shm -maxdepth 1 -name 'gw_*' -newer "$work/start" 2>/dev/null); do
-  pid=$(basename "$f" | cut -d_ -f2)
-  kill -0 "$pid" 2> /dev/null || leaked+=("$f")
-done
-if (( ${#leaked[@]} )); then echo "FAIL: left in /dev/shm: ${leaked[*]}"; exit 1; fi
-echo "nothing left in /dev/shm"
+check_shm_leaks "$work/start"
