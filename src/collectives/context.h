@@ -27,16 +27,19 @@ namespace gradwire::collectives {
 using transport::Request;
 using transport::RequestStatus;
 
-// Note [tags]: a 64-bit tag is 0:1 | seq:23 | source rank:20 | slot:20. The
+// Note [tags]: a tag uses the low 63 bits of the 64 (the native `net`
+// provider reserves the top one: its mem_tag_format is 0x5555...). A
+// collective's tag is 0:1 | seq:22 | source rank:20 | slot:20. The
 // sequence number separates collectives (messages of collective k can never
-// match receives of collective k+1, even if a rank runs ahead); the source
+// match receives of collective k+1, even if a rank runs ahead; 2^22
+// collectives wrap, far beyond how far ranks can drift apart); the source
 // rank makes matching correct on providers without FI_DIRECTED_RECV; the
 // slot separates the messages one collective exchanges with one peer
 // (algorithm step x pipeline segment). Every rank computes the same slots.
-// The top bit is left out: it marks point-to-point messages (Note
-// [point-to-point] in runtime/p2p.h), whose tags are 1:1 | payload:1 |
-// user tag:32 | source rank:20.
-inline constexpr int kSeqBits = 23;
+// Bit 62 marks point-to-point messages (Note [point-to-point] in
+// runtime/p2p.h), whose tags are 1:1 | payload:1 | clear:1 | 0:8 | user
+// tag:32 | source rank:20 in bits 62..0.
+inline constexpr int kSeqBits = 22;
 inline constexpr int kRankBits = 20;
 inline constexpr int kSlotBits = 20;
 inline constexpr uint32_t kMaxSlots = 1u << kSlotBits;
@@ -47,8 +50,13 @@ inline uint64_t make_tag(uint32_t seq, int src_rank, uint32_t slot) {
          (uint64_t(uint32_t(src_rank)) << kSlotBits) | uint64_t(slot & (kMaxSlots - 1));
 }
 
-inline constexpr uint64_t kP2pBit = uint64_t{1} << 63;
-inline constexpr uint64_t kPayloadBit = uint64_t{1} << 62;
+// The side lane of Note [connections that stall] in transport/transport.h.
+inline constexpr uint64_t kP2pBit = transport::kSideLaneBit;
+inline constexpr uint64_t kPayloadBit = uint64_t{1} << 61;
+// Point-to-point clear-to-send: the receiver of a long message is ready.
+inline constexpr uint64_t kClearBit = uint64_t{1} << 60;
+static_assert(kSeqBits + kRankBits + kSlotBits == 62, "collective tags stay below kP2pBit");
+static_assert(32 + kRankBits < 60, "point-to-point tags stay below kClearBit");
 inline uint64_t make_p2p_tag(uint32_t tag, int src_rank) {
   return kP2pBit | (uint64_t(tag) << kRankBits) | uint64_t(uint32_t(src_rank));
 }

@@ -18,7 +18,10 @@
 
 namespace gradwire {
 
-PointToPoint::PointToPoint(CommunicatorImpl& comm) : comm_(comm) { mail_->owner = this; }
+PointToPoint::PointToPoint(CommunicatorImpl& comm) : comm_(comm) {
+  mail_->owner = this;
+  transport_side_.owner = this;
+}
 
 PointToPoint::~PointToPoint() {
   std::lock_guard<std::mutex> lk(mail_->mu);
@@ -62,6 +65,7 @@ PointToPoint::Mode PointToPoint::mode() {
   // payload (more than kInlineBytes) also timed out, directed or not, so
   // those are refused (post()). Payloads under mailboxes are always
   // received from their known sender.
+  clearance_ = comm_.transport->properties().stalls_on_unexpected;
   directed_ = comm_.transport->properties().directed_recv &&
               comm_.transport->properties().provider == "shm";
   if (mode_ == Mode::Mailbox) {
@@ -272,8 +276,7 @@ void PointToPoint::drop() {
       fin.add(*op, std::make_exception_ptr(Error(
           ErrorCode::Aborted, fmt::format("{} did not complete: {}", op->state->description(),
                                           why))));
-      if (op->header_req.state == transport::Request::State::Pending ||
-          op->payload_req.state == transport::Request::State::Pending) {
+      if (op->in_flight()) {
         abandoned_.push_back(op);
       }
     }
@@ -284,6 +287,16 @@ void PointToPoint::drop() {
 }
 
 // ---- headers through the transport -------------------------------------
+
+namespace {
+// A clear-to-send's tag (Note [point-to-point]): the header's, with
+// kClearBit and the receiver's rank as its source, so that a sender of one
+// tag to several ranks tells their clearances apart on any provider.
+uint64_t clear_tag(uint64_t header_tag, int receiver) {
+  constexpr uint64_t kSource = (uint64_t{1} << collectives::kRankBits) - 1;
+  return (header_tag & ~kSource) | collectives::kClearBit | uint64_t(uint32_t(receiver));
+}
+}  // namespace
 
 void PointToPoint::start_transport(const OpPtr& item) {
   Op& op = *item;
@@ -303,9 +316,13 @@ void PointToPoint::start_transport(const OpPtr& item) {
     std::memcpy(op.header + 8, &me, 4);
     const bool inline_data = op.bytes <= kInlineBytes;
     if (inline_data && op.bytes > 0) std::memcpy(op.header + kHeaderBytes, op.buf, op.bytes);
+    if (!inline_data && clearance_) {
+      // Posted before the header, so the clearance never arrives unexpected.
+      t.irecv(op.clear_req, op.peer, nullptr, 0, clear_tag(op.tag, op.peer), op.deadline);
+    }
     t.isend(op.header_req, op.peer, op.header, kHeaderBytes + (inline_data ? op.bytes : 0),
             op.tag, op.deadline);
-    if (!inline_data) {
+    if (!inline_data && !clearance_) {
       t.isend(op.payload_req, op.peer, op.buf, op.bytes, op.tag | collectives::kPayloadBit,
               op.deadline);
       op.payload_posted = true;
@@ -339,7 +356,23 @@ bool PointToPoint::advance(Op& op, bool may_post_payload, Finished& fin) {
     failed_request(op, op.payload_req, fin);
     return true;
   }
+  if (op.clear_req.state == State::Failed) {
+    failed_request(op, op.clear_req, fin);
+    return true;
+  }
   if (op.header_req.state != State::Done) return false;
+  if (op.is_send && op.clear_req.state == State::Done && !op.payload_posted) {
+    // The receiver is ready (Note [point-to-point]): the payload goes now.
+    try {
+      comm_.transport->isend(op.payload_req, op.peer, op.buf, op.bytes,
+                             op.tag | collectives::kPayloadBit, op.deadline);
+    } catch (const Error& e) {
+      fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()), fin);
+      return true;
+    }
+    op.payload_posted = true;
+  }
+  if (op.is_send && op.clear_req.state == State::Pending) return false;
   if (!op.is_send && !op.payload_posted) {
     uint64_t length = 0;
     int32_t sender = -1;
@@ -376,6 +409,10 @@ bool PointToPoint::advance(Op& op, bool may_post_payload, Finished& fin) {
     try {
       comm_.transport->irecv(op.payload_req, op.peer, op.buf, op.bytes,
                              op.tag | collectives::kPayloadBit, op.deadline);
+      if (clearance_) {
+        comm_.transport->isend(op.clear_req, op.peer, nullptr, 0, clear_tag(op.tag, comm_.rank),
+                               op.deadline);
+      }
     } catch (const Error& e) {
       fail(op, e.code(), fmt::format("{}: {}", op.state->description(), e.message()), fin);
       return true;
@@ -394,6 +431,23 @@ Engine::Poll PointToPoint::poll_transport(Finished& fin) {
     // Note [interrupting a collective]: another rank failed.
     comm_.fail(job::failure_reason(), ErrorCode(job::failure_code().load()));
   }
+  sweep(fin, false);
+  return pending_.empty() ? Engine::Poll::Idle : Engine::Poll::Busy;
+}
+
+bool PointToPoint::TransportSide::poll() {
+  std::unique_lock<std::mutex> lk(owner->mail_->mu, std::try_to_lock);
+  if (!lk.owns_lock() || owner->mode_ != Mode::Transport || owner->pending_.empty()) return false;
+  Finished fin;
+  const bool moved = owner->sweep(fin, true);
+  lk.unlock();
+  fin.deliver();
+  return moved;
+}
+
+bool PointToPoint::sweep(Finished& fin, bool side) {
+  using State = transport::Request::State;
+  bool moved = false;
   // Receives whose payload cannot be posted yet: an earlier receive from the
   // same peer with the same tag has not read its header.
   std::vector<uint64_t> waiting;
@@ -409,8 +463,12 @@ Engine::Poll PointToPoint::poll_transport(Finished& fin) {
     const bool in_order =
         std::find(waiting.begin(), waiting.end(), stream) == waiting.end() &&
         std::find(waiting.begin(), waiting.end(), any_stream) == waiting.end();
-    if (!advance(op, in_order, fin)) {
-      if (op.deadline.expired()) {
+    const bool failed = op.header_req.state == State::Failed ||
+                        op.payload_req.state == State::Failed || op.clear_req.state == State::Failed;
+    const bool posted_before = op.payload_posted;
+    if ((side && (failed || op.deadline.expired())) || !advance(op, in_order, fin)) {
+      moved |= op.payload_posted != posted_before;
+      if (!side && op.deadline.expired()) {
         fail(op, ErrorCode::Timeout, timeout_reason(op), fin);
       } else {
         if (!op.is_send && !op.payload_posted) {
@@ -420,15 +478,15 @@ Engine::Poll PointToPoint::poll_transport(Finished& fin) {
         continue;
       }
     }
+    moved = true;
     // Finished. Kept while the transport may still point at its requests
     // (a cancellation the provider did not confirm).
-    if (op.header_req.state == transport::Request::State::Pending ||
-        op.payload_req.state == transport::Request::State::Pending) {
+    if (op.in_flight()) {
       abandoned_.push_back(std::move(pending_[i]));
     }
   }
   pending_.resize(kept);
-  return pending_.empty() ? Engine::Poll::Idle : Engine::Poll::Busy;
+  return moved;
 }
 
 }  // namespace gradwire

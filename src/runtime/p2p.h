@@ -24,7 +24,15 @@
 //   messages never match a collective's. The receiver posts the payload's
 //   receive only once the header said the length it expects, in the order
 //   of the headers, so each takes its own message (the transport orders
-//   sends with one tag: FI_ORDER_SAS).
+//   sends with one tag: FI_ORDER_SAS). On a provider whose connections
+//   stall on an unexpected long message (`net`, Note [connections that
+//   stall] in transport/transport.h) the payload is not sent eagerly: the
+//   receiver, having posted the payload's receive, sends a clear-to-send
+//   (0 bytes, the header's tag with kClearBit and the receiver's rank as
+//   source), which the sender awaits with a receive posted before its
+//   header. So only headers (at most 64 bytes, which the provider keeps
+//   aside) can arrive unexpected, and messages with different tags never
+//   hold each other up, as MPI requires.
 // - Sizes. Either way a message of another length than its receive
 //   expects is a Mismatch naming both, and never a truncated receive
 //   (libfabric 1.17's shm provider never completes a truncated large
@@ -154,15 +162,26 @@ class PointToPoint {
   Engine::Poll poll();
   // Engine thread, as it exits: cancels and fails what is outstanding.
   void drop();
-  // What a collective's idle waits advance (Context::set_side_progress).
-  detail::Progress& side_progress() { return *mail_; }
+  // What a collective's idle waits advance (Context::set_side_progress):
+  // the mailboxes, or, on the transport, the steps of Note
+  // [point-to-point]'s clear-to-send. Those are transport calls, so only the
+  // thread that drives the collective (and with it the transport) may poll
+  // it, never a Work's waiter.
+  detail::Progress& side_progress() {
+    if (mode_known_.load(std::memory_order_acquire) == Mode::Transport && clearance_) {
+      return transport_side_;
+    }
+    return *mail_;
+  }
 
  private:
   // A header on the transport: the length (8 bytes), the sender's rank (4),
   // 4 unused, then up to kInlineBytes of data (Note [point-to-point]).
   static constexpr size_t kHeaderBytes = 16, kInlineBytes = 48;
   struct Op {
-    transport::Request header_req, payload_req;
+    // clear_req: the clear-to-send of Note [point-to-point] (stalling
+    // providers): the sender's receive of it, or the receiver's send.
+    transport::Request header_req, payload_req, clear_req;
     alignas(8) std::byte header[kHeaderBytes + kInlineBytes];
     int* source = nullptr;  // any-source receives: where to say who sent
     std::shared_ptr<detail::WorkState> state;
@@ -176,6 +195,13 @@ class PointToPoint {
     uint32_t user_tag = 0;
     uint64_t tag = 0;  // the header's wire tag; the payload's adds kPayloadBit
     bool finished = false;
+    // The transport may still point at one of its requests.
+    bool in_flight() const {
+      using transport::Request;
+      return header_req.state == Request::State::Pending ||
+             payload_req.state == Request::State::Pending ||
+             clear_req.state == Request::State::Pending;
+    }
     // For reuse under mailboxes (op_for): every field but the transport's
     // (unused there; resetting the header bytes one by one was a tenth of a
     // ping-pong message).
@@ -235,6 +261,10 @@ class PointToPoint {
     bool poll() override;
   };
   enum class Mode { Unknown, Transport, Mailbox };
+  struct TransportSide : detail::Progress {
+    PointToPoint* owner = nullptr;
+    bool poll() override;
+  };
 
   Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
             int* source);
@@ -254,6 +284,11 @@ class PointToPoint {
   // Transport headers (p2p.cpp).
   void start_transport(const OpPtr& op);
   bool advance(Op& op, bool may_post_payload, Finished& fin);
+  // Under mu: advances every pending transport operation in order. `side`:
+  // called from inside a collective (TransportSide), which drives the
+  // transport itself; operations that failed or expired are left for the
+  // engine's poll, which fails them.
+  bool sweep(Finished& fin, bool side);
   void failed_request(Op& op, const transport::Request& req, Finished& fin);
   Engine::Poll poll_transport(Finished& fin);
 
@@ -303,6 +338,9 @@ class PointToPoint {
   Mode mode_ = Mode::Unknown;
   std::atomic<Mode> mode_known_{Mode::Unknown};  // mode_ once decided: read without mu
   bool directed_ = false;  // the transport matches sources (Note [any-source receives])
+  // Long payloads wait for a clear-to-send (Note [connections that stall]).
+  bool clearance_ = false;
+  TransportSide transport_side_;
   // Under mu. Owned by address: the transport points at their requests.
   std::vector<OpPtr> pending_;  // transport requests in flight
   // Cancelled operations whose cancellation the provider did not confirm

@@ -73,7 +73,30 @@ struct Properties {
   // required to split messages larger than max_msg_size.
   bool ordered_sends = false;
   uint64_t tag_mask = ~uint64_t{0};  // tag bits the provider can match on
+  // Note [connections that stall]: an unexpected message longer than
+  // inject_size holds back everything behind it from the same peer until a
+  // receive for it is posted (the native `net` provider over TCP). Tags
+  // with kSideLaneBit then travel on a connection of their own, and a
+  // protocol whose receiver may post late must announce long messages and
+  // send them only once the receiver is ready.
+  bool stalls_on_unexpected = false;
 };
+
+// Note [connections that stall]: libfabric's `net` provider runs RDM over
+// one TCP stream per pair of endpoints. It keeps an unexpected tagged
+// message aside only when it is short (its inject size, 128 bytes) and
+// fewer than FI_NET_MAX_SAVED (default 4; gradwire raises it, see
+// library.cpp) are kept; any other unexpected message stops the stream
+// until a matching receive is posted. Collectives tolerate that: each
+// pair posts its receives in the order the peer sends. Point-to-point
+// messages do not (a receiver may post tag B before tag A, and a rank
+// blocked in a send may need a control message stuck behind a collective's
+// segment), so on such providers the transport opens a second endpoint,
+// and every message whose tag has kSideLaneBit travels there: the two
+// lanes never hold each other back. Point-to-point sets the bit on all its
+// messages (kP2pBit in collectives/context.h) and sends a long payload
+// only after the receiver's clear-to-send (Note [point-to-point]).
+inline constexpr uint64_t kSideLaneBit = uint64_t{1} << 62;
 
 // Note [tags carry the source rank]: not every provider offers directed
 // receives (tcp;ofi_rxm here does not), so a receive's tag alone must

@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <mutex>
 #include <string>
 
@@ -34,6 +36,14 @@ void resolve(void* handle, const char* name, F& out) {
 }
 
 FabricLibrary load() {
+  // Note [connections that stall] (transport/transport.h): `net` keeps at
+  // most FI_NET_MAX_SAVED short unexpected messages per connection (4 by
+  // default) and stalls the connection on the next. Point-to-point headers
+  // are such messages: a rank that sends more than four before the peer
+  // posts their receives would stall. Providers read their variables when
+  // libfabric initialises them, on the first fi_getinfo, so this is set
+  // before the library is loaded; a value the user set is kept.
+  ::setenv("FI_NET_MAX_SAVED", "1024", 0);
   void* handle = nullptr;
   {
     SignalDispositionGuard guard(std::string("loading ") + library_name());

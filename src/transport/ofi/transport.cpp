@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <random>
 #include <string_view>
@@ -59,6 +60,7 @@ struct OpContext {
   MrCache::Entry* mr = nullptr;
   OpContext* next_free = nullptr;
   bool in_use = false;
+  uint8_t lane = 0;  // the endpoint it was posted on (Note [connections that stall])
 };
 static_assert(offsetof(OpContext, fi) == 0);
 
@@ -237,7 +239,7 @@ class OfiTransport final : public Transport {
     open_resources();
     fill_properties();
     if (props_.registration_required || config.always_register) {
-      registrar_ = fabric_registrar(domain_.get(), ep_.get(), mr_mode_, props_.provider);
+      registrar_ = fabric_registrar(domain_.get(), eps_[0].get(), mr_mode_, props_.provider);
       mr_cache_ = std::make_unique<MrCache>(registrar_, config.mr_cache_entries);
     }
     log().debug(
@@ -264,14 +266,21 @@ class OfiTransport final : public Transport {
 
   void connect(const std::vector<std::string>& addresses) override {
     if (!peers_.empty()) raise(ErrorCode::InvalidArgument, "rank {}: connect() called twice", config_.rank);
-    std::vector<fi_addr_t> peers(addresses.size(), FI_ADDR_NOTAVAIL);
+    std::vector<fi_addr_t> peers(addresses.size() * lanes_, FI_ADDR_NOTAVAIL);
     for (size_t r = 0; r < addresses.size(); ++r) {
       if (addresses[r].empty()) {
         raise(ErrorCode::InvalidArgument, "rank {}: empty fabric address for rank {}", config_.rank, r);
       }
       check_peer_address(r, addresses[r]);
-      int n = fi_av_insert(av_.get(), addresses[r].data(), 1, &peers[r], 0, nullptr);
-      if (n != 1) {
+      // Lane l's address is the l-th of the equal parts (binary formats
+      // only: lanes_ > 1 needs a fixed-size address, see open_resources).
+      int n = 0;
+      const size_t part = addresses[r].size() / lanes_;
+      for (int l = 0; l < lanes_; ++l) {
+        n += fi_av_insert(av_.get(), addresses[r].data() + l * part, 1,
+                          &peers[l * addresses.size() + r], 0, nullptr);
+      }
+      if (n != lanes_) {
         raise(ErrorCode::Transport,
               "rank {}: fi_av_insert of rank {}'s address failed on provider {} (returned {}: {}); "
               "do all ranks use the same provider?",
@@ -280,6 +289,7 @@ class OfiTransport final : public Transport {
       }
     }
     peers_ = std::move(peers);
+    ranks_ = addresses.size();
   }
 
   // fi_av_insert reads as many bytes as the provider's address format
@@ -344,7 +354,7 @@ class OfiTransport final : public Transport {
     pool_.for_each_in_use([this](OpContext* ctx) {
       if (ctx->req == nullptr) return;
       // -FI_ENOENT: already matched or completed; its completion will come.
-      int rc = static_cast<int>(fi_cancel(&ep_->fid, &ctx->fi));
+      int rc = static_cast<int>(fi_cancel(&eps_[ctx->lane]->fid, &ctx->fi));
       if (rc != 0 && rc != -FI_ENOENT) {
         log().debug("rank {}: fi_cancel returned {}", config_.rank, libfabric().strerror(-rc));
       }
@@ -461,12 +471,18 @@ class OfiTransport final : public Transport {
       shm::reclaim_once();  // Note [reclaiming dead regions]
       name_shm_endpoint();
     }
-    fid_ep* ep = nullptr;
-    check(fi_endpoint(domain_.get(), info_.get(), &ep, nullptr), "fi_endpoint");
-    ep_.reset(ep);
-    check(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
-    check(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    check(fi_enable(ep_.get()), "fi_enable");
+    // Note [connections that stall]: a second endpoint on the same CQ and
+    // AV; its completions come back through the same progress().
+    const std::string_view prov = info_->fabric_attr->prov_name;
+    lanes_ = prov == "net" && info_->addr_format != FI_ADDR_STR ? 2 : 1;
+    for (int l = 0; l < lanes_; ++l) {
+      fid_ep* ep = nullptr;
+      check(fi_endpoint(domain_.get(), info_.get(), &ep, nullptr), "fi_endpoint");
+      eps_[l].reset(ep);
+      check(fi_ep_bind(ep, &av_->fid, 0), "fi_ep_bind(av)");
+      check(fi_ep_bind(ep, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+      check(fi_enable(ep), "fi_enable");
+    }
     // The region exists now: hold its lock while this process lives, so
     // that another process's sweep never takes it for a dead one's.
     if (shm) {
@@ -477,16 +493,24 @@ class OfiTransport final : public Transport {
       }
     }
 
-    std::string name(64, '\0');
-    size_t len = name.size();
-    int rc = fi_getname(&ep_->fid, name.data(), &len);
-    if (rc == -FI_ETOOSMALL) {
+    // One address per lane, concatenated (equal sizes: a binary format).
+    name_.clear();
+    for (int l = 0; l < lanes_; ++l) {
+      std::string name(64, '\0');
+      size_t len = name.size();
+      int rc = fi_getname(&eps_[l]->fid, name.data(), &len);
+      if (rc == -FI_ETOOSMALL) {
+        name.resize(len);
+        rc = fi_getname(&eps_[l]->fid, name.data(), &len);
+      }
+      check(rc, "fi_getname");
       name.resize(len);
-      rc = fi_getname(&ep_->fid, name.data(), &len);
+      if (l > 0 && name.size() != name_.size()) {
+        raise(ErrorCode::Transport, "rank {}: {}'s endpoints have addresses of different sizes",
+              config_.rank, props_.provider);
+      }
+      name_ += name;
     }
-    check(rc, "fi_getname");
-    name.resize(len);
-    name_ = std::move(name);
   }
 
   void fill_properties() {
@@ -506,6 +530,7 @@ class OfiTransport final : public Transport {
     // means the provider leaves all 64 to us.
     uint64_t format = info_->ep_attr->mem_tag_format;
     props_.tag_mask = format == 0 ? ~uint64_t{0} : ~uint64_t{0} >> std::countl_zero(format);
+    props_.stalls_on_unexpected = lanes_ > 1;
   }
 
   size_t pending_receives() {
@@ -532,9 +557,9 @@ class OfiTransport final : public Transport {
       reg_desc = mine->desc();
     }
     const bool any_peer = !is_send && peer == kAnyPeer;
-    if (!any_peer && (peer < 0 || static_cast<size_t>(peer) >= peers_.size())) {
+    if (!any_peer && (peer < 0 || static_cast<size_t>(peer) >= ranks_)) {
       raise(ErrorCode::InvalidArgument, "rank {}: {} to/from peer {} but {} ranks are connected",
-            config_.rank, op, peer, peers_.size());
+            config_.rank, op, peer, ranks_);
     }
     if (req.state == Request::State::Pending) {
       raise(ErrorCode::InvalidArgument, "rank {}: {} posted on a Request that is still pending",
@@ -560,14 +585,16 @@ class OfiTransport final : public Transport {
     req.peer = peer;
     req.tag = tag;
     req.length = length;
-    fi_addr_t addr = any_peer ? FI_ADDR_UNSPEC : peers_[peer];
+    const int lane = lanes_ > 1 && (tag & kSideLaneBit) ? 1 : 0;
+    fid_ep* ep = eps_[lane].get();
+    fi_addr_t addr = any_peer ? FI_ADDR_UNSPEC : peers_[lane * ranks_ + peer];
 
     // Small sends are copied out by the provider and never complete in the
     // CQ: the request is done as soon as fi_tinject accepts it.
     if (is_send && length <= props_.inject_size) {
       try {
         retry(req, "fi_tinject", deadline,
-              [&] { return fi_tinject(ep_.get(), buf, length, addr, tag); });
+              [&] { return fi_tinject(ep, buf, length, addr, tag); });
       } catch (const std::exception& e) {
         req.state = Request::State::Failed;
         fail(req, FI_EAGAIN, e.what());
@@ -590,15 +617,16 @@ class OfiTransport final : public Transport {
         OpContext* ctx = pool_.acquire();
         try {
           ctx->req = &req;
+          ctx->lane = static_cast<uint8_t>(lane);
           // A caller's registration, else the cache (Note [registration handles]).
           ctx->mr = mr_cache_ && reg == nullptr ? mr_cache_->lookup(p, len) : nullptr;
           void* desc = ctx->mr ? ctx->mr->desc : reg_desc;
           if (is_send) {
             retry(req, "fi_tsend", deadline,
-                  [&] { return fi_tsend(ep_.get(), p, len, desc, addr, tag, &ctx->fi); });
+                  [&] { return fi_tsend(ep, p, len, desc, addr, tag, &ctx->fi); });
           } else {
             retry(req, "fi_trecv", deadline,
-                  [&] { return fi_trecv(ep_.get(), p, len, desc, src, tag, ignore, &ctx->fi); });
+                  [&] { return fi_trecv(ep, p, len, desc, src, tag, ignore, &ctx->fi); });
           }
         } catch (...) {
           if (ctx->mr) mr_cache_->release(ctx->mr);
@@ -697,7 +725,10 @@ class OfiTransport final : public Transport {
   Properties props_;
   uint64_t mr_mode_ = 0;  // the domain's FI_MR_* bits (registration is ours to honour)
   std::string name_;
+  // Lane l's address of rank r at [l * ranks_ + r] (Note [connections that stall]).
   std::vector<fi_addr_t> peers_;
+  size_t ranks_ = 0;
+  int lanes_ = 1;
   // Declared in open order; destroyed in reverse: ep, av, cq, MRs, domain,
   // fabric. The pool outlives the endpoint the contexts were given to.
   ContextPool pool_;
@@ -710,7 +741,7 @@ class OfiTransport final : public Transport {
   std::unique_ptr<MrCache> mr_cache_;
   CompletionQueuePtr cq_;
   AddressVectorPtr av_;
-  EndpointPtr ep_;
+  std::array<EndpointPtr, 2> eps_;  // closed first, the side lane before the main one
 };
 
 }  // namespace
