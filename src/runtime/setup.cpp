@@ -101,17 +101,35 @@ std::vector<int> local_pids(const std::vector<std::string>& identities, int rank
 
 }  // namespace
 
+// Note [the provider across hosts]: measured side by side on one 1 Gbit/s
+// link (BENCHMARKS.md, issue 19), allreduce of 1-64 MiB: libfabric's
+// native `net` provider (RDM straight over TCP, one stream per peer) runs
+// at line rate (119 MB/s busbw at every size), `sockets` at 94-118, and
+// `tcp;ofi_rxm` at 63-86: rxm's rendezvous for large messages costs a
+// round trip per message and its eager path only reaches line rate with
+// buffer pools of gigabytes. So `net` is the default between hosts, and
+// tcp;ofi_rxm the fallback where a libfabric predates it (before 1.16).
+// net's connections stall on unexpected messages, which the transport
+// works around (Note [connections that stall] in transport/transport.h).
+// On AWS, GRADWIRE_OFI_PROVIDER=efa.
 FabricChoice choose_fabric(const std::string& requested_provider,
                            const std::string& requested_iface,
-                           const std::vector<std::string>& hosts) {
+                           const std::vector<std::string>& hosts,
+                           const std::vector<std::string>& available) {
   const bool one_host =
       std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
+  const bool have_net = std::find(available.begin(), available.end(), "net") != available.end();
   FabricChoice f;
-  f.provider = !requested_provider.empty() ? requested_provider : one_host ? "shm" : "tcp;ofi_rxm";
+  f.provider = !requested_provider.empty() ? requested_provider
+               : one_host                  ? "shm"
+               : have_net                  ? "net"
+                                           : "tcp;ofi_rxm";
   f.iface = requested_iface;
   // On one host a socket provider should stay on loopback: it is the
   // fastest path and sends nothing onto a real network.
-  if (f.iface.empty() && one_host && f.provider.starts_with("tcp")) f.iface = "lo";
+  const bool socket_provider = f.provider.starts_with("tcp") || f.provider.starts_with("net") ||
+                               f.provider.starts_with("sockets");
+  if (f.iface.empty() && one_host && socket_provider) f.iface = "lo";
   return f;
 }
 
@@ -156,7 +174,13 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
   require_same(shm_collectives,
                "the small-collective path (Options::shm_collectives / GRADWIRE_SHM_COLLECTIVES)",
                rank);
-  const FabricChoice fabric = choose_fabric(options.provider, options.iface, hosts);
+  const bool one_host =
+      std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
+  // Only consulted when the ranks span hosts and no provider was named.
+  const FabricChoice fabric =
+      choose_fabric(options.provider, options.iface, hosts,
+                    options.provider.empty() && !one_host ? transport::available_providers("ofi")
+                                                          : std::vector<std::string>{});
   collectives::set_host_ranks(int(std::count(hosts.begin(), hosts.end(), host)));
 
   auto transport = open_transport(fabric, options, rank);

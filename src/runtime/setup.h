@@ -17,10 +17,12 @@ struct FabricChoice {
   std::string iface;
 };
 // `requested` is Options::provider/iface (identical on every rank, checked
-// before), `hosts` every rank's host name.
+// before), `hosts` every rank's host name, `available` the providers this
+// libfabric offers (Note [the provider across hosts] in setup.cpp).
 FabricChoice choose_fabric(const std::string& requested_provider,
                            const std::string& requested_iface,
-                           const std::vector<std::string>& hosts);
+                           const std::vector<std::string>& hosts,
+                           const std::vector<std::string>& available);
 
 std::unique_ptr<CommunicatorImpl> create_world(const Options& options,
                                                const Rendezvous& rendezvous);

@@ -167,6 +167,9 @@ TEST(Collectives, HierarchyMatchesTheLaunch) {
   auto& w = world();
   EXPECT_EQ(w.host_count(), std::atoi(v));
   EXPECT_TRUE(w.hierarchical());
+  // GW_TEST_EXPECT_PROVIDER: the world's provider across the hosts
+  // (Note [the provider across hosts] in src/runtime/setup.cpp).
+  if (const char* p = std::getenv("GW_TEST_EXPECT_PROVIDER")) EXPECT_EQ(w.provider(), p);
 }
 
 TEST(Collectives, LargeAllreduceFloat32) {

@@ -2,7 +2,8 @@
 # Emulated hosts for Note [hierarchical allreduce] (src/collectives/hierarchy.cpp):
 # two network namespaces joined by a veth pair, each a "host" with its own
 # address and host identity (GRADWIRE_HOST_ID), two ranks in each. The world
-# runs over tcp;ofi_rxm across the veth; each host's ranks talk over shm;
+# runs over the provider chosen across hosts (net; HOSTS_PROVIDER picks
+# another) across the veth; each host's ranks talk over shm;
 # large allreduces go hierarchical. Runs the multi-rank collective suite
 # (every collective, in place and out of place, sizes 0 to past the ring
 # threshold) and checks the world saw 2 hosts and went hierarchical.
@@ -28,8 +29,9 @@ for r in 0 1 2 3; do
   h=$((r / 2))
   ip netns exec "${ns[h]}" env RANK=$r LOCAL_RANK=$((r % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 \
     MASTER_ADDR="${addr[0]}" MASTER_PORT=$port GRADWIRE_JOB_SECRET="$secret" \
-    GRADWIRE_HOST_ID="emulated-host-$h" GRADWIRE_OFI_PROVIDER='tcp;ofi_rxm' GRADWIRE_OFI_IFACE=$dev \
+    GRADWIRE_HOST_ID="emulated-host-$h" GRADWIRE_OFI_PROVIDER="${HOSTS_PROVIDER:-}" GRADWIRE_OFI_IFACE=$dev \
     GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=info GW_TEST_EXPECT_HOSTS=2 \
+    GW_TEST_EXPECT_PROVIDER="${HOSTS_PROVIDER:-net}" \
     timeout 600 "$tests" "$@" > "$tmp/rank$r" 2>&1 &
   pids+=($!)
 done

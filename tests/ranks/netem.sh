@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network faults under tcp;ofi_rxm, netem style: 2 ranks in 2 network
+# Network faults under GW_PROVIDER (default net, the provider across hosts), netem style: 2 ranks in 2 network
 # namespaces joined by a veth pair, each rank's incoming fabric packets held,
 # reordered or dropped by nfq_netem (tc netem's behaviour in user space over
 # NFQUEUE: this kernel has no sch_netem). One FAULT per ctest entry:
@@ -53,7 +53,7 @@ ip netns exec "${ns[0]}" $iptables -A "${rule[@]}" 2> "$tmp/probe" ||
   { echo "SKIP: $iptables cannot add an NFQUEUE rule: $(cat "$tmp/probe")"; exit 77; }
 ip netns exec "${ns[0]}" $iptables -D "${rule[@]}"
 
-export GRADWIRE_OFI_PROVIDER='tcp;ofi_rxm' GRADWIRE_OFI_IFACE=$dev GRADWIRE_TIMEOUT_S=30
+export GRADWIRE_OFI_PROVIDER="${GW_PROVIDER:-net}" GRADWIRE_OFI_IFACE=$dev GRADWIRE_TIMEOUT_S=30
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 # gwlaunch cannot start ranks in two namespaces: this does its job here,
 # with its rule that a failed rank's peer gets a grace period, not forever.

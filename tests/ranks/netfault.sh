@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network faults under tcp;ofi_rxm: 2 ranks in a fresh network namespace
+# Network faults under GW_PROVIDER (default net, the provider across hosts): 2 ranks in a fresh network namespace
 # (loopback only), packets dropped by nftables on the way.
 #  1. fault-free: 200 allreduces, digest of every result;
 #  2. 5 % of the data packets (IP length > 1200: the fabric's payload, not
@@ -22,7 +22,7 @@ in_ns() { ip netns exec "$ns" "$@"; }
 in_ns ip link set lo up
 in_ns nft add table inet gwfault || { echo "SKIP: nftables unusable in this kernel"; exit 77; }
 in_ns nft add chain inet gwfault out '{ type filter hook output priority 0; }'
-export GRADWIRE_OFI_PROVIDER='tcp;ofi_rxm' GRADWIRE_OFI_IFACE=lo
+export GRADWIRE_OFI_PROVIDER="${GW_PROVIDER:-net}" GRADWIRE_OFI_IFACE=lo
 run() {  # iterations -> output
   in_ns timeout 300 "$gwlaunch" -n 2 --timeout 120 -- "$workload" "$1" 2>&1
 }

@@ -103,10 +103,10 @@ TEST_P(InProcess, CollectivesAtEveryWorldSize) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, InProcess, ::testing::Values("shm", "tcp;ofi_rxm"),
+INSTANTIATE_TEST_SUITE_P(Providers, InProcess, ::testing::Values("shm", "tcp;ofi_rxm", "net"),
                          [](const auto& info) {
-                           return info.param == "shm" ? std::string("shm")
-                                                      : std::string("tcp_ofi_rxm");
+                           return info.param == "tcp;ofi_rxm" ? std::string("tcp_ofi_rxm")
+                                                              : std::string(info.param);
                          });
 
 TEST(InProcessFaults, ARankThatNeverJoinsIsNamedAtTheDeadline) {

@@ -96,20 +96,31 @@ TEST(Plan, TagsSeparateSequenceRankAndSlot) {
   EXPECT_EQ(make_tag(3, 5, 7) & 0xfffff, 7u);
   // The sequence number wraps instead of spilling into the rank bits.
   EXPECT_EQ(make_tag(1u << 24, 5, 7), make_tag(0, 5, 7));
+  // Every tag leaves the top bit alone (net's mem_tag_format), and
+  // collectives never set the point-to-point bit.
+  const uint64_t highest = make_tag(~0u, kMaxWorldSize - 1, kMaxSlots - 1);
+  EXPECT_EQ(highest >> 62, 0u);
+  EXPECT_EQ(make_p2p_tag(~0u, kMaxWorldSize - 1) >> 63, 0u);
+  EXPECT_EQ(make_p2p_tag(~0u, kMaxWorldSize - 1) & (kPayloadBit | kClearBit), 0u);
 }
 
 TEST(Plan, FabricChoice) {
   using setup::choose_fabric;
-  auto one = choose_fabric("", "", {"a", "a", "a"});
+  const std::vector<std::string> debian = {"shm", "tcp;ofi_rxm", "net", "sockets"};
+  auto one = choose_fabric("", "", {"a", "a", "a"}, debian);
   EXPECT_EQ(one.provider, "shm");
   EXPECT_EQ(one.iface, "");
-  auto many = choose_fabric("", "", {"a", "b"});
-  EXPECT_EQ(many.provider, "tcp;ofi_rxm");
+  // Across hosts: net where libfabric has it (Note [the provider across
+  // hosts]), else tcp;ofi_rxm.
+  auto many = choose_fabric("", "", {"a", "b"}, debian);
+  EXPECT_EQ(many.provider, "net");
   EXPECT_EQ(many.iface, "");
+  EXPECT_EQ(choose_fabric("", "", {"a", "b"}, {"shm", "tcp;ofi_rxm"}).provider, "tcp;ofi_rxm");
   // A socket provider on one host stays on loopback unless told otherwise.
-  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "", {"a", "a"}).iface, "lo");
-  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "eth1", {"a", "a"}).iface, "eth1");
-  EXPECT_EQ(choose_fabric("efa", "", {"a", "b"}).provider, "efa");
+  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "", {"a", "a"}, debian).iface, "lo");
+  EXPECT_EQ(choose_fabric("net", "", {"a", "a"}, debian).iface, "lo");
+  EXPECT_EQ(choose_fabric("tcp;ofi_rxm", "eth1", {"a", "a"}, debian).iface, "eth1");
+  EXPECT_EQ(choose_fabric("efa", "", {"a", "b"}, debian).provider, "efa");
 }
 
 // Note [hierarchical allreduce]: groups by host, used only for H > 1 hosts
