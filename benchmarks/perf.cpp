@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
     if (root) std::fprintf(stderr, "gradwire-perf: --compare mpi needs a launch with mpirun\n");
     return 2;
   }
-  const MemoryBandwidth mem = probe_memory_bandwidth(size_t(256) << 20);
+  const MemoryBandwidth mem =
+      a.probe_mib > 0 ? probe_memory_bandwidth(size_t(a.probe_mib) << 20) : MemoryBandwidth{};
   const std::string provider = comm->provider();
   if (root) {
     std::printf("# gradwire-perf: %s, %d ranks, provider %s, dtype %s, op %s, %d iterations "
@@ -156,8 +157,10 @@ int main(int argc, char** argv) {
                 a.compare.empty() ? "" : ", compared with Open MPI",
                 a.buffers == "shared" ? ", buffers from allocate_shared"
                 : a.buffers == "cuda" ? ", buffers in CUDA device memory" : "");
-    std::printf("# memory bandwidth probe (one core, 256 MiB): memcpy %.2f GB/s, a += b %.2f GB/s\n",
-                mem.memcpy_gbs, mem.add_gbs);
+    if (a.probe_mib > 0) {
+      std::printf("# memory bandwidth probe (one core, %d MiB): memcpy %.2f GB/s, a += b %.2f GB/s\n",
+                  a.probe_mib, mem.memcpy_gbs, mem.add_gbs);
+    }
     std::printf("#%12s %12s %9s %7s %11s %9s %9s %7s  %s\n", "size", "count", "type", "redop",
                 "time", "algbw", "busbw", "#wrong", "impl");
     std::printf("#%12s %12s %9s %7s %11s %9s %9s %7s\n", "(B)", "(elements)", "", "", "(us)",

@@ -34,7 +34,8 @@ size_t parse_size(const std::string& flag, const char* s) {
                "         [-c 0|1] [-d dtype] [-o sum|avg|min|max|prod] [-z 0|1]\n"
                "         [--op allreduce|reduce_scatter|allgather|broadcast|alltoall|barrier|\n"
                "               sendrecv|pingpong]\n"
-               "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared|cuda]\n",
+               "         [--provider NAME] [--compare mpi] [--json FILE] [--buffers private|shared|cuda]\n"
+               "         [--probe-mib N (0: no memory bandwidth probe)]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -63,6 +64,7 @@ Args parse_args(int argc, char** argv) {
       else if (k == "--compare") a.compare = v;
       else if (k == "--json") a.json = v;
       else if (k == "--buffers") a.buffers = v;
+      else if (k == "--probe-mib") a.probe_mib = std::atoi(v);
       else usage("unknown flag " + k);
     } catch (const gradwire::Error& e) {
       usage(e.what());

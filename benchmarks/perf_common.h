@@ -44,6 +44,9 @@ struct Args {
   // same buffers); "cuda": cudaMalloc on the rank's GPU (local rank modulo
   // the device count), i.e. the NCCL or staged path (GRADWIRE_DEVICE_PATH).
   std::string buffers = "private";
+  // The memory bandwidth probe's buffer size (two of them); 0 skips it, so
+  // that a peak RSS shows the collective's own memory.
+  int probe_mib = 256;
 };
 Args parse_args(int argc, char** argv);
 
