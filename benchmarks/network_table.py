@@ -31,7 +31,7 @@ def main():
     out, rate = sys.argv[1], sys.argv[2]
     iperf = json.load(open(os.path.join(out, "iperf3.json")))["end"]["sum_received"]["bits_per_second"] / 8e6
     j = lambda name: os.path.join(out, name + ".json")
-    net, mpi = rows(j("bw_net"), "gradwire"), rows(j("bw_net"), "mpi")
+    net, mpi = rows(j("bw_net"), "gradwire"), rows(j("bw_mpi"), "mpi")
     sockets, rxm = rows(j("bw_sockets"), "gradwire"), rows(j("bw_tcp_ofi_rxm"), "gradwire")
     gloo = rows(j("bw_gloo"), "gloo")
     mb = lambda r, n: r[n]["busbw_gbs"] * 1e3 if n in r else 0.0
@@ -42,7 +42,7 @@ def main():
         a = mb(net, n)
         print(f"| {size(n)} | {a:.1f} | {100 * a / iperf:.0f} % | {mb(sockets, n):.1f} | {mb(rxm, n):.1f} | "
               f"{mb(gloo, n):.1f} | {mb(mpi, n):.1f} | {ratio(a, mb(gloo, n))} | {ratio(a, mb(mpi, n))} |")
-    lnet, lmpi = rows(j("lat_net"), "gradwire"), rows(j("lat_net"), "mpi")
+    lnet, lmpi = rows(j("lat_net"), "gradwire"), rows(j("lat_mpi"), "mpi")
     lrxm, lgloo = rows(j("lat_tcp_ofi_rxm"), "gradwire"), rows(j("lat_gloo"), "gloo")
     us = lambda r, n: r[n]["time_us"] if n in r else 0.0
     print(f"\n### Allreduce latency (us), link {rate}\n")
@@ -55,7 +55,7 @@ def main():
     print("\n### Peak RSS per rank in the bandwidth sweep (the benchmark's own buffers: 2 x 256 MiB = 512 MiB; the rest is the process, its libraries and the transport)\n")
     print("| provider | rank 0 MiB | rank 1 MiB |")
     print("|---|---:|---:|")
-    for tag, name in (("bw_net", "net (+ Open MPI's buffers)"), ("bw_sockets", "sockets"),
+    for tag, name in (("bw_net", "net"), ("bw_sockets", "sockets"),
                       ("bw_tcp_ofi_rxm", "tcp;ofi_rxm")):
         path = os.path.join(out, tag + ".txt")
         if not os.path.exists(path):
