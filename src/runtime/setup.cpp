@@ -102,12 +102,12 @@ std::vector<int> local_pids(const std::vector<std::string>& identities, int rank
 }  // namespace
 
 // Note [the provider across hosts]: measured side by side on one 1 Gbit/s
-// link (BENCHMARKS.md, issue 19), allreduce of 1-64 MiB: libfabric's
+// link (BENCHMARKS.md, issue 19), allreduce of 1-256 MiB: libfabric's
 // native `net` provider (RDM straight over TCP, one stream per peer) runs
-// at line rate (119 MB/s busbw at every size), `sockets` at 94-118, and
-// `tcp;ofi_rxm` at 63-86: rxm's rendezvous for large messages costs a
-// round trip per message and its eager path only reaches line rate with
-// buffer pools of gigabytes. So `net` is the default between hosts, and
+// at the link's speed (98-100 % of iperf3), `sockets` at 73-95 %, and
+// `tcp;ofi_rxm` falls from 98 % at 1 MiB to 52 % at 256 MiB: rxm's
+// rendezvous for large messages costs a round trip per message and its
+// eager path only reaches line rate with buffer pools of gigabytes. So `net` is the default between hosts, and
 // tcp;ofi_rxm the fallback where a libfabric predates it (before 1.16).
 // net's connections stall on unexpected messages, which the transport
 // works around (Note [connections that stall] in transport/transport.h).
