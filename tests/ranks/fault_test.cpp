@@ -172,10 +172,13 @@ int main(int argc, char** argv) {
   // tests/ranks/shm_reclaim.sh: every rank dies at once, so no survivor
   // closes its transport (whose sweep would reclaim the regions itself).
   if (mode == "all-killed") {
-    comm->barrier().wait();
+    // The pid goes out before the barrier: once any rank dies, mpirun kills
+    // the rest, and a loaded rank 1 was killed before it wrote (the full
+    // suite saw an empty pid file once).
     if (rank == 1) {
       if (const char* f = std::getenv("GW_TEST_VICTIM_PID_FILE")) std::ofstream(f) << getpid();
     }
+    comm->barrier().wait();
     raise(SIGKILL);
   }
 
