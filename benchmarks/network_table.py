@@ -27,6 +27,16 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if a and b else "-"
 
 
+def print_table(heading, columns, rows):
+    """A markdown table: the first column left as is, the others right-aligned."""
+    print(f"### {heading}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---:" for _ in columns) + "|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print()
+
+
 def main():
     out, rate = sys.argv[1], sys.argv[2]
     iperf = json.load(open(os.path.join(out, "iperf3.json")))["end"]["sum_received"]["bits_per_second"] / 8e6
@@ -35,24 +45,21 @@ def main():
     sockets, rxm = rows(j("bw_sockets"), "gradwire"), rows(j("bw_tcp_ofi_rxm"), "gradwire")
     gloo = rows(j("bw_gloo"), "gloo")
     mb = lambda r, n: r[n]["busbw_gbs"] * 1e3 if n in r else 0.0
-    print(f"### Allreduce busbw (MB/s), 2 hosts x 1 rank, float32, link {rate}; iperf3 {iperf:.1f} MB/s\n")
-    print("| size | net | % of iperf3 | sockets | tcp;ofi_rxm | Gloo | Open MPI | net / Gloo | net / Open MPI |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in sorted(net):
-        a = mb(net, n)
-        print(f"| {size(n)} | {a:.1f} | {100 * a / iperf:.0f} % | {mb(sockets, n):.1f} | {mb(rxm, n):.1f} | "
-              f"{mb(gloo, n):.1f} | {mb(mpi, n):.1f} | {ratio(a, mb(gloo, n))} | {ratio(a, mb(mpi, n))} |")
+    print_table(f"Allreduce busbw (MB/s), 2 hosts x 1 rank, float32, link {rate}; iperf3 {iperf:.1f} MB/s",
+                ["size", "net", "% of iperf3", "sockets", "tcp;ofi_rxm", "Gloo", "Open MPI",
+                 "net / Gloo", "net / Open MPI"],
+                [[size(n), f"{mb(net, n):.1f}", f"{100 * mb(net, n) / iperf:.0f} %", f"{mb(sockets, n):.1f}",
+                  f"{mb(rxm, n):.1f}", f"{mb(gloo, n):.1f}", f"{mb(mpi, n):.1f}",
+                  ratio(mb(net, n), mb(gloo, n)), ratio(mb(net, n), mb(mpi, n))] for n in sorted(net)])
     lnet, lmpi = rows(j("lat_net"), "gradwire"), rows(j("lat_mpi"), "mpi")
     lrxm, lgloo = rows(j("lat_tcp_ofi_rxm"), "gradwire"), rows(j("lat_gloo"), "gloo")
     us = lambda r, n: r[n]["time_us"] if n in r else 0.0
-    print(f"\n### Allreduce latency (us), link {rate}\n")
-    print("| size | net | tcp;ofi_rxm | Gloo | Open MPI | net / Gloo | net / Open MPI |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for n in sorted(lnet):
-        a = us(lnet, n)
-        print(f"| {size(n)} | {a:.0f} | {us(lrxm, n):.0f} | {us(lgloo, n):.0f} | {us(lmpi, n):.0f} | "
-              f"{ratio(a, us(lgloo, n))} | {ratio(a, us(lmpi, n))} |")
-    print("\n### Peak RSS per rank in the bandwidth sweep (the benchmark's own buffers: 2 x 256 MiB = 512 MiB; the rest is the process, its libraries and the transport)\n")
+    print_table(f"Allreduce latency (us), link {rate}",
+                ["size", "net", "tcp;ofi_rxm", "Gloo", "Open MPI", "net / Gloo", "net / Open MPI"],
+                [[size(n), f"{us(lnet, n):.0f}", f"{us(lrxm, n):.0f}", f"{us(lgloo, n):.0f}",
+                  f"{us(lmpi, n):.0f}", ratio(us(lnet, n), us(lgloo, n)), ratio(us(lnet, n), us(lmpi, n))]
+                 for n in sorted(lnet)])
+    print("### Peak RSS per rank in the bandwidth sweep (the benchmark's own buffers: 2 x 256 MiB = 512 MiB; the rest is the process, its libraries and the transport)\n")
     print("| provider | rank 0 MiB | rank 1 MiB |")
     print("|---|---:|---:|")
     for tag, name in (("bw_net", "net"), ("bw_sockets", "sockets"),
