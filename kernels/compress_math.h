@@ -60,4 +60,28 @@ GW_HD float gram_schmidt_inverse_norm(double sum_squares, float epsilon) {
   return 1.0f / (norm + epsilon);
 }
 
+// Note [rounded as written]: PowerSGD's expansion M = P Q^T and its error
+// feedback round every product and every sum on their own, on both sides:
+// the host build targets baseline x86-64 (no FMA, nothing to contract) and
+// the device spells the roundings out (nvcc would fuse a * b + c), so the
+// CPU and CUDA expansions of the same P and Q, and the residuals after them,
+// are the same bits.
+GW_HD float mul_add_rounded(float acc, float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(acc, __fmul_rn(a, b));
+#else
+  return acc + a * b;
+#endif
+}
+
+// PowerSGD's error feedback: what this rank put in (its divided gradient
+// plus its error) minus its share of the decompressed average.
+GW_HD float powersgd_residual(float input, float approx, float share) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(input, __fmul_rn(approx, share));
+#else
+  return input - approx * share;
+#endif
+}
+
 }  // namespace gradwire::kernels

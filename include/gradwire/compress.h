@@ -253,7 +253,13 @@ class GRADWIRE_API PowerSGDState {
 // allreduce Q, M = P Q^T, error = input - result. Two allreduces per Bucket.
 // Gradients need their shape (GradientInfo::shape; matrices are viewed as
 // shape[0] x rest). Other dtypes, and steps before start_powerSGD_iter, use
-// allreduce_hook().
+// allreduce_hook(). Host and CUDA Buckets: on a device Bucket every product,
+// the orthonormalisation and the error feedback run on the GPU (our own
+// kernels, kernels/cuda/lowrank.cu) and both allreduces take the device
+// path (NCCL or staged), with no host synchronisation inside the step; error
+// and Q stay in device memory, and save_state() / load_state() use one
+// format for both (a state saved from a CUDA run loads into a CPU run and
+// the reverse).
 GRADWIRE_API CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
 
 }  // namespace gradwire

@@ -2,7 +2,6 @@
 // CUDA compression kernels (kernels/cuda/compress.h) over the element math of
 // kernels/compress_math.h, which the CPU kernels share (Note [shared element
 // math]): the same sign rule, error update, scale and Gram-Schmidt norm.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -21,13 +20,6 @@ void check(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
-
-void check_blas(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorCode::Internal,
-                std::string("cuBLAS ") + what + " failed with status " + std::to_string(int(st)));
   }
 }
 
@@ -131,14 +123,14 @@ __global__ void orthonormalize_kernel(float* A, size_t r, size_t len, float epsi
     double ss = 0;
     for (size_t j = threadIdx.x; j < len; j += blockDim.x) ss += double(a[j]) * a[j];
     const float inv = gram_schmidt_inverse_norm(block_sum(ss, shared), epsilon);
-    for (size_t j = threadIdx.x; j < len; j += blockDim.x) a[j] *= inv;
+    for (size_t j = threadIdx.x; j < len; j += blockDim.x) a[j] = __fmul_rn(a[j], inv);
     __syncthreads();
     for (size_t l = k + 1; l < r; ++l) {
       float* b = A + l * len;
       double dot = 0;
       for (size_t j = threadIdx.x; j < len; j += blockDim.x) dot += double(a[j]) * b[j];
       const float d = float(block_sum(dot, shared));
-      for (size_t j = threadIdx.x; j < len; j += blockDim.x) b[j] -= d * a[j];
+      for (size_t j = threadIdx.x; j < len; j += blockDim.x) b[j] = __fsub_rn(b[j], __fmul_rn(d, a[j]));
       __syncthreads();
     }
   }
@@ -171,35 +163,6 @@ void decompress_signs(const uint8_t* bits, const float* scale, float multiplier,
 }
 
 // The 16-bit casts are in cast.cu (built into libgradwire).
-
-// Row-major X (a x b) is column-major X^T (b x a); see compress.h for the
-// layouts. cuBLAS computes column-major C = op(A) op(B).
-void lowrank_project(void* cublas, const float* M, size_t n, size_t m, const float* Qt, size_t r,
-                     float* Pt) {
-  // Pt (col-major n x r) = M^T_col (n x m) * Qt_col (m x r)
-  const float one = 1.0f, zero = 0.0f;
-  check_blas(cublasSgemm(static_cast<cublasHandle_t>(cublas), CUBLAS_OP_T, CUBLAS_OP_N, int(n),
-                         int(r), int(m), &one, M, int(m), Qt, int(m), &zero, Pt, int(n)),
-             "lowrank_project");
-}
-
-void lowrank_project_transposed(void* cublas, const float* M, size_t n, size_t m, const float* Pt,
-                                size_t r, float* Qt) {
-  // Qt (col-major m x r) = M_col (m x n) * Pt_col (n x r)
-  const float one = 1.0f, zero = 0.0f;
-  check_blas(cublasSgemm(static_cast<cublasHandle_t>(cublas), CUBLAS_OP_N, CUBLAS_OP_N, int(m),
-                         int(r), int(n), &one, M, int(m), Pt, int(n), &zero, Qt, int(m)),
-             "lowrank_project_transposed");
-}
-
-void lowrank_expand(void* cublas, const float* Pt, const float* Qt, size_t n, size_t m, size_t r,
-                    float* M) {
-  // M_col (m x n) = Qt_col (m x r) * Pt_col^T (r x n)
-  const float one = 1.0f, zero = 0.0f;
-  check_blas(cublasSgemm(static_cast<cublasHandle_t>(cublas), CUBLAS_OP_N, CUBLAS_OP_T, int(m),
-                         int(n), int(r), &one, Qt, int(m), Pt, int(n), &zero, M, int(m)),
-             "lowrank_expand");
-}
 
 void orthonormalize_rows(float* A, size_t r, size_t len, float epsilon, void* stream) {
   if (r == 0 || len == 0) return;

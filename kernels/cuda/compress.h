@@ -1,10 +1,10 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // CUDA twins of kernels/cpu/compress.h over the same element math
 // (kernels/compress_math.h). Host launchers only, no CUDA types: a stream is
-// the cudaStream_t as void* (nullptr: the legacy default stream), a cuBLAS
-// handle the cublasHandle_t as void*. Nothing here synchronises with the
+// the cudaStream_t as void* (nullptr: the legacy default stream). Nothing here synchronises with the
 // host: scales stay in device memory, so a whole compressed step can be
 // enqueued without a round trip. Failures throw gradwire::Error (Internal).
+// Built into libgradwire (the compression layer uses them on device data).
 #pragma once
 
 #include <cstddef>
@@ -34,14 +34,24 @@ void float_to_bf16(uint16_t* dst, const float* src, size_t n, void* stream);
 void bf16_to_float(float* dst, const uint16_t* src, size_t n, void* stream);
 
 // PowerSGD, with the CPU functions' layouts (row-major M, P and Q kept
-// transposed as r rows): products through cuBLAS on the handle's stream.
-void lowrank_project(void* cublas, const float* M, size_t n, size_t m, const float* Qt, size_t r,
-                     float* Pt);
-void lowrank_project_transposed(void* cublas, const float* M, size_t n, size_t m, const float* Pt,
-                                size_t r, float* Qt);
-void lowrank_expand(void* cublas, const float* Pt, const float* Qt, size_t n, size_t m, size_t r,
-                    float* M);
+// transposed as r rows), on `stream` (Note [low-rank kernels] in lowrank.cu:
+// our own kernels, no cuBLAS). lowrank_project_transposed needs `scratch`,
+// lowrank_scratch_bytes() of device memory, for its partial sums (enqueued
+// work on one stream may share it).
+void lowrank_project(const float* M, size_t n, size_t m, const float* Qt, size_t r, float* Pt,
+                     void* stream);
+void lowrank_project_transposed(const float* M, size_t n, size_t m, const float* Pt, size_t r,
+                                float* Qt, void* scratch, void* stream);
+size_t lowrank_scratch_bytes();
+// M = P Q^T, rounded as the CPU's lowrank_expand (the same bits).
+void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
+                    void* stream);
 // Gram-Schmidt on the r rows of A (one thread block, in the CPU order).
 void orthonormalize_rows(float* A, size_t r, size_t len, float epsilon, void* stream);
+// error[i] = powersgd_residual(input[i], approx[i], share) (compress_math.h).
+void powersgd_residual(const float* input, const float* approx, float share, size_t n,
+                       float* error, void* stream);
+// x[i] += y[i].
+void add(float* x, const float* y, size_t n, void* stream);
 
 }  // namespace gradwire::kernels::cuda

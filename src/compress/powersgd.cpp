@@ -35,6 +35,7 @@
 #include "base/errors.h"
 #include "base/logging.h"
 #include "gradwire/compress.h"
+#include "compress/lowrank_ops.h"
 #include "kernels/cpu/compress.h"
 
 namespace gradwire {
@@ -82,13 +83,28 @@ class PowerSGDState::Impl {
     std::vector<Matrix> matrices;
     std::vector<Span> uncompressed;
     size_t uncompressed_elements = 0, p_elements = 0, q_elements = 0;
-    // State kept across steps (saved).
+    // State kept across steps (saved). For a host Bucket it lives here; for
+    // a device Bucket in `dev` (these then hold what load_state() gave
+    // until the first step uploads it).
     std::vector<float> error;
     std::vector<float> q;  // Q^T of every matrix: rank rows of cols
     bool q_valid = false;
     // Per step.
     std::vector<float> comm1;  // [uncompressed tensors | P^T of every matrix]
     std::vector<float> input_copy;
+    // Note [where PowerSGD's buffers live]: the same four in device memory.
+    int device = -1;  // -1: the host vectors above are the state
+    struct Device {
+      compress::DeviceFloats error, q, comm1, input_copy, scratch;
+    } dev;
+    std::vector<float> q_init;  // host: a fresh random Q to upload
+
+    float* error_p() { return device >= 0 ? dev.error.get() : error.data(); }
+    float* q_p() { return device >= 0 ? dev.q.get() : q.data(); }
+    float* comm1_p() { return device >= 0 ? dev.comm1.get() : comm1.data(); }
+    float* input_p() { return device >= 0 ? dev.input_copy.get() : input_copy.data(); }
+    void* scratch_p() { return device >= 0 ? static_cast<void*>(dev.scratch.get()) : nullptr; }
+    size_t comm1_size() const { return uncompressed_elements + p_elements; }
   };
 
   explicit Impl(PowerSGDOptions o) : o_(o) {
@@ -126,11 +142,53 @@ class PowerSGDState::Impl {
       b.error.assign(o_.use_error_feedback ? c.count : 0, 0.0f);
       b.q.assign(b.q_elements, 0.0f);
       b.q_valid = false;
+      b.dev = {};  // the fresh host zeros above are the state
+      b.device = -1;
     }
     b.count = c.count;
-    b.comm1.resize(b.uncompressed_elements + b.p_elements);
-    b.input_copy.resize(o_.use_error_feedback ? c.count : 0);
+    place(b, c.device);
     return b;
+  }
+
+  // Puts the Bucket's state where its buffers live (Note [where PowerSGD's
+  // buffers live]): host vectors, or device memory on `device`, carrying
+  // error and Q across (after load_state(), or when a model moved).
+  void place(Bucket& b, int device) {
+    const size_t ef = o_.use_error_feedback ? b.count : 0;
+    if (device < 0) {
+      if (b.device >= 0) {
+        b.error = b.dev.error.download();
+        b.q = b.dev.q.download();
+        b.dev = {};
+        b.device = -1;
+      }
+      b.comm1.resize(b.comm1_size());
+      b.input_copy.resize(ef);
+      return;
+    }
+    if (b.device == device && b.dev.comm1.size() == b.comm1_size() && b.dev.error.size() == ef &&
+        b.dev.q.size() == b.q.size()) {
+      return;
+    }
+    std::vector<float> error = b.device >= 0 ? b.dev.error.download() : b.error;
+    std::vector<float> q = b.device >= 0 ? b.dev.q.download() : b.q;
+    error.resize(ef, 0.0f);
+    q.resize(b.q_elements, 0.0f);
+    b.dev.error = compress::DeviceFloats(device, ef);
+    b.dev.q = compress::DeviceFloats(device, q.size());
+    b.dev.comm1 = compress::DeviceFloats(device, b.comm1_size());
+    b.dev.input_copy = compress::DeviceFloats(device, ef);
+    b.dev.scratch = compress::DeviceFloats(
+        device, (compress::device_scratch_bytes() + sizeof(float) - 1) / sizeof(float));
+    b.dev.error.upload(error);
+    b.dev.q.upload(q);
+    b.device = device;
+    // The device copy is the state now; the host vectors keep only their
+    // sizes' meaning for save() (which downloads).
+    b.error.assign(ef, 0.0f);
+    b.q.assign(q.size(), 0.0f);
+    b.comm1.clear();
+    b.input_copy.clear();
   }
 
   static bool same_tensors(const std::vector<BucketContext::Tensor>& a,
@@ -177,13 +235,27 @@ class PowerSGDState::Impl {
     return iter_;
   }
 
+  // Note [composite operations] and [where PowerSGD's buffers live]: one
+  // orchestration for host and device Buckets.
+  //  stage 1 (the hook's thread; on a device Bucket, on its stream): error
+  //    feedback in, P = M Q, the uncompressed tensors beside P;
+  //  allreduce of [uncompressed | P];
+  //  stage 2 (before the second allreduce, where it runs): the averaged
+  //    uncompressed tensors out, orthonormalise P, Q = M^T P;
+  //  allreduce of Q;
+  //  stage 3 (after it): M = P Q^T, the new error.
+  // Without matrices there is no Q: stages 2 and 3 follow the first
+  // allreduce.
   Work run(BucketContext& c, uint64_t iter) {
     Bucket& b = bucket(c);
     float* buf = static_cast<float*>(c.buffer);
     const size_t n = c.count;
+    std::unique_ptr<compress::LowRankOps> device_ops;
+    if (b.device >= 0) device_ops = compress::device_ops(b.device, c.stream, b.scratch_p());
+    compress::LowRankOps& ops = device_ops ? *device_ops : compress::host_ops();
     if (o_.use_error_feedback) {
-      for (size_t i = 0; i < n; ++i) buf[i] += b.error[i];
-      std::memcpy(b.input_copy.data(), buf, n * sizeof(float));
+      ops.add(buf, b.error_p(), n);
+      ops.copy(b.input_p(), buf, n);
     }
     uint64_t before = 0, after = 0;
     for (const Matrix& m : b.matrices) {
@@ -197,63 +269,110 @@ class PowerSGDState::Impl {
 
     // Q: random on the first compressed step (or every step without warm
     // start), else last step's; orthonormalised either way, as torch does.
+    // Drawn on the host (the same generator on every rank and device).
     if (!o_.warm_start || !b.q_valid) {
       uint64_t seed = o_.random_seed ^ (iter * 0x9e3779b97f4a7c15ull) ^ (uint64_t(c.index) << 40);
-      fill_normal(b.q.data(), b.q.size(), splitmix(seed));
+      b.q_init.resize(b.q_elements);
+      fill_normal(b.q_init.data(), b.q_init.size(), splitmix(seed));
+      ops.upload(b.q_p(), b.q_init.data(), b.q_init.size());
       b.q_valid = true;
     }
-    float* p_mem = b.comm1.data() + b.uncompressed_elements;
+    float* comm1 = b.comm1_p();
+    float* p_mem = comm1 + b.uncompressed_elements;
+    float* q_mem = b.q_p();
     for (const Matrix& m : b.matrices) {
-      float* qt = b.q.data() + m.q_offset;
-      kernels::orthonormalize_rows(qt, m.rank, m.cols, o_.orthogonalization_epsilon);
-      kernels::lowrank_project(buf + m.offset, m.rows, m.cols, qt, m.rank, p_mem + m.p_offset);
+      float* qt = q_mem + m.q_offset;
+      ops.orthonormalize(qt, m.rank, m.cols, o_.orthogonalization_epsilon);
+      ops.project(buf + m.offset, m.rows, m.cols, qt, m.rank, p_mem + m.p_offset);
     }
     size_t at = 0;
     for (const Span& s : b.uncompressed) {
-      std::memcpy(b.comm1.data() + at, buf + s.offset, s.elements * sizeof(float));
+      ops.copy(comm1 + at, buf + s.offset, s.elements);
       at += s.elements;
     }
 
-    // Note [composite operations].
-    CommunicatorImpl& comm = detail::CommunicatorAccess::impl(c.comm);
     const std::string detail = fmt::format("PowerSGD Bucket {}, {} matrices, rank {}", c.index,
                                            b.matrices.size(), o_.matrix_approximation_rank);
     Bucket* bp = &b;
-    const size_t n1 = b.comm1.size();
-    // Internal exchanges (CollectiveOp::Other): the ranks' fingerprints of
-    // the Bucket's own allreduce already covered them.
-    comm.submit({}, [bp, n1](collectives::Context& ctx) {
-      if (n1) collectives::allreduce(ctx, bp->comm1.data(), bp->comm1.data(), n1, DataType::Float32, ReduceOp::Sum);
-    }, {"allreduce", detail + ": P and uncompressed tensors"});
     const PowerSGDOptions o = o_;
-    return comm.submit({}, [bp, buf, n, o](collectives::Context& ctx) {
+    auto stage2 = [bp, buf, o](compress::LowRankOps& ops) {
       Bucket& b = *bp;
+      float* comm1 = b.comm1_p();
       size_t at = 0;
       for (const Span& s : b.uncompressed) {
-        std::memcpy(buf + s.offset, b.comm1.data() + at, s.elements * sizeof(float));
+        ops.copy(buf + s.offset, comm1 + at, s.elements);
         at += s.elements;
       }
-      float* p_mem = b.comm1.data() + b.uncompressed_elements;
+      float* p_mem = comm1 + b.uncompressed_elements;
       for (const Matrix& m : b.matrices) {
         float* pt = p_mem + m.p_offset;
-        kernels::orthonormalize_rows(pt, m.rank, m.rows, o.orthogonalization_epsilon);
-        kernels::lowrank_project_transposed(buf + m.offset, m.rows, m.cols, pt, m.rank,
-                                            b.q.data() + m.q_offset);
+        ops.orthonormalize(pt, m.rank, m.rows, o.orthogonalization_epsilon);
+        ops.project_transposed(buf + m.offset, m.rows, m.cols, pt, m.rank, b.q_p() + m.q_offset);
       }
-      if (!b.q.empty()) {
-        collectives::allreduce(ctx, b.q.data(), b.q.data(), b.q.size(), DataType::Float32,
-                               ReduceOp::Sum);
-      }
+    };
+    auto stage3 = [bp, buf, n, o](compress::LowRankOps& ops, int world) {
+      Bucket& b = *bp;
+      const float* p_mem = b.comm1_p() + b.uncompressed_elements;
       for (const Matrix& m : b.matrices) {
-        kernels::lowrank_expand(p_mem + m.p_offset, b.q.data() + m.q_offset, m.rows, m.cols,
-                                m.rank, buf + m.offset);
+        ops.expand(p_mem + m.p_offset, b.q_p() + m.q_offset, m.rows, m.cols, m.rank,
+                   buf + m.offset);
       }
       if (o.use_error_feedback) {
-        const float share = 1.0f / float(ctx.size());  // Note at the top: divided scale
-        for (size_t i = 0; i < n; ++i) b.error[i] = b.input_copy[i] - buf[i] * share;
+        // Note at the top: the divided scale.
+        ops.residual(b.input_p(), buf, 1.0f / float(world), n, b.error_p());
       }
-      if (!o.warm_start) b.q_valid = false;
-    }, {"allreduce", detail + ": Q"});
+    };
+    if (!o_.warm_start) b.q_valid = false;  // the next step draws again
+    const bool has_q = b.q_elements > 0;
+    const CallLabel label1{"allreduce", detail + ": P and uncompressed tensors"};
+    const CallLabel label2{"allreduce", detail + ": Q"};
+    const int world = c.comm.size();
+    CommunicatorImpl& comm = detail::CommunicatorAccess::impl(c.comm);
+    if (b.device >= 0) {
+      // Note [device steps]: stages 2 and 3 on the device path's stream.
+      const int dev = b.device;
+      auto steps_of = [dev, bp](auto fn) {
+        return [dev, bp, fn](void* stream) {
+          auto ops = compress::device_ops(dev, stream, bp->scratch_p());
+          fn(*ops);
+        };
+      };
+      device::Steps first;
+      if (!has_q) {
+        first.after = steps_of([stage2, stage3, world](compress::LowRankOps& ops) {
+          stage2(ops);
+          stage3(ops, world);
+        });
+      }
+      Work w = comm.start_device(CollectiveCall::allreduce(comm1, comm1, b.comm1_size(),
+                                                           DataType::Float32, ReduceOp::Sum),
+                                 std::move(first));
+      if (!has_q) return w;
+      device::Steps second;
+      second.before = steps_of(stage2);
+      second.after = steps_of([stage3, world](compress::LowRankOps& ops) { stage3(ops, world); });
+      return comm.start_device(CollectiveCall::allreduce(b.q_p(), b.q_p(), b.q_elements,
+                                                         DataType::Float32, ReduceOp::Sum),
+                               std::move(second));
+    }
+    // Internal exchanges (CollectiveOp::Other): the ranks' fingerprints of
+    // the Bucket's own allreduce already covered them.
+    const size_t n1 = b.comm1_size();
+    comm.submit({}, [bp, n1](collectives::Context& ctx) {
+      if (n1) {
+        collectives::allreduce(ctx, bp->comm1_p(), bp->comm1_p(), n1, DataType::Float32,
+                               ReduceOp::Sum);
+      }
+    }, label1);
+    return comm.submit({}, [bp, stage2, stage3](collectives::Context& ctx) {
+      compress::LowRankOps& ops = compress::host_ops();
+      stage2(ops);
+      if (bp->q_elements) {
+        collectives::allreduce(ctx, bp->q_p(), bp->q_p(), bp->q_elements, DataType::Float32,
+                               ReduceOp::Sum);
+      }
+      stage3(ops, ctx.size());
+    }, label2);
   }
 
   std::string save() const {
@@ -268,9 +387,11 @@ class PowerSGDState::Impl {
     for (const auto& [index, b] : buckets_) {
       w.u64("index", index);
       w.u64("count", b.count);
-      w.floats("error", b.error);
+      // Device-independent: a device Bucket's state comes to the host.
+      const bool dev = b.device >= 0;
+      w.floats("error", dev ? b.dev.error.download() : b.error);
       w.u64("q_valid", b.q_valid);
-      w.floats("q", b.q_valid ? b.q : std::vector<float>{});
+      w.floats("q", b.q_valid ? (dev ? b.dev.q.download() : b.q) : std::vector<float>{});
     }
     return w.finish();
   }
@@ -322,21 +443,19 @@ uint64_t PowerSGDState::numel_after_compression() const { return impl_->numel_af
 std::string PowerSGDState::save_state() const { return impl_->save(); }
 void PowerSGDState::load_state(std::string_view state) { impl_->load(state); }
 void PowerSGDState::reset_error_feedback() {
-  for (auto& [index, b] : impl_->buckets_) std::fill(b.error.begin(), b.error.end(), 0.0f);
+  for (auto& [index, b] : impl_->buckets_) {
+    std::fill(b.error.begin(), b.error.end(), 0.0f);
+    if (b.device >= 0) b.dev.error.zero();
+  }
 }
 
 CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");
   CommHook plain = allreduce_hook();
   return [state, plain](BucketContext& c) -> Work {
-    if (c.device >= 0) {
-      raise(ErrorCode::InvalidArgument, "rank {}: powersgd_hook runs its matrix products on the "
-            "host; bucket {} is on CUDA device {} (the CUDA kernels are in "
-            "kernels/cuda/compress.h, not yet wired into the hook)", c.comm.rank(), c.index,
-            c.device);
-    }
     const uint64_t iter = state->impl().iteration(c);
-    if (c.dtype != DataType::Float32 || iter < state->options().start_powerSGD_iter) {
+    if (c.dtype != DataType::Float32 || c.count == 0 ||
+        iter < state->options().start_powerSGD_iter) {
       return plain(c);
     }
     return state->impl().run(c, iter);

@@ -74,6 +74,24 @@ class Context;
 
 namespace gradwire::device {
 
+// Note [device steps]: GPU work that belongs between a backend's
+// collectives, for composite operations on device data (PowerSGD: the
+// orthonormalisation and the second product sit between its two
+// allreduces; Note [composite operations] in compress/powersgd.cpp). The
+// caller cannot enqueue it itself: a collective reaches the GPU later, on
+// the backend's own stream, and its completion event does not exist yet
+// when the caller returns. So the backend calls `before(stream)` on its own
+// thread just before it enqueues the collective and `after(stream)` just
+// after, with the stream the collective runs on; what they enqueue there is
+// ordered after every earlier collective of the backend and before the
+// Work completes. They run on the backend's thread (the NCCL poller, the
+// engine for the staged path) with the device current, must only enqueue
+// (never wait), and report failure by throwing: the collective then fails
+// like one whose launch failed.
+struct Steps {
+  std::function<void(void* stream)> before, after;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -83,7 +101,8 @@ class Backend {
   // once the work on `producer` (a cudaStream_t; nullptr: the legacy default
   // stream) that was enqueued before this call has finished. Buffers must
   // stay valid until the Work completes. Aborted if the backend was aborted.
-  virtual Work submit(const CollectiveCall& c, void* producer = nullptr) = 0;
+  // `steps`: Note [device steps].
+  virtual Work submit(const CollectiveCall& c, void* producer = nullptr, Steps steps = {}) = 0;
   // Batched launch: every collective of `group` in one ncclGroupStart/End
   // (e.g. a bucketing engine's ready buckets), one Work for all. They run
   // concurrently, so none may read what another writes.

@@ -433,6 +433,16 @@ Direct direct_call(CommunicatorImpl& c, const CollectiveCall& call) {
 
 }  // namespace
 
+Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps steps) {
+  validate(call, rank, size);
+  device::Backend* gpu = devices->route(call);
+  if (gpu == nullptr) {
+    raise(ErrorCode::InvalidArgument, "rank {}: {} with device steps got host buffers; they are "
+          "for collectives on CUDA memory", rank, call.name());
+  }
+  return gpu->submit(call, DeviceStreamScope::current(), std::move(steps));
+}
+
 Work CommunicatorImpl::start(const CollectiveCall& call) {
   validate(call, rank, size);
   // 1. CUDA buffers: the device path (Note [device-buffer dispatch]).

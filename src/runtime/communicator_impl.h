@@ -38,6 +38,11 @@ class CommunicatorImpl {
   // shared buffers, the hierarchical allreduce across hosts, or the
   // transport algorithm.
   Work start(const CollectiveCall& call);
+  // A collective on CUDA buffers with GPU work around it on the device
+  // path's stream (Note [device steps] in device/backend.h), for composite
+  // operations on device data; the producer is DeviceStreamScope's stream.
+  // InvalidArgument if `call`'s buffers are not device memory.
+  Work start_device(const CollectiveCall& call, device::Steps steps);
 
   using Label = CallLabel;
   // Enqueues `fn` as `call` and returns its Work. The description

@@ -3,7 +3,6 @@
 // compress.h): the sign kernels and casts must agree bit for bit (same
 // element math), the products and the orthonormalisation within float
 // rounding. Skips, saying why, where no GPU can be used.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -37,11 +36,9 @@ class CompressGpuTest : public ::testing::Test {
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(err);
     if (count == 0) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount returned 0)";
-    ASSERT_EQ(cublasCreate(&blas_), CUBLAS_STATUS_SUCCESS);
   }
   void TearDown() override {
     for (void* p : allocations_) cudaFree(p);
-    if (blas_) cublasDestroy(blas_);
   }
   template <typename T>
   T* upload(const std::vector<T>& host) {
@@ -58,7 +55,6 @@ class CompressGpuTest : public ::testing::Test {
     if (n) cudaMemcpy(out.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
     return out;
   }
-  cublasHandle_t blas_ = nullptr;
   std::vector<void*> allocations_;
 };
 
@@ -114,32 +110,58 @@ TEST_F(CompressGpuTest, CastsMatchTheCpu) {
   }
 }
 
+// The products within float rounding of the CPU (their sums run in another
+// order), the expansion and the residual bit for bit (Note [rounded as
+// written]), on shapes that take every path of lowrank.cu: one slice and
+// several, ranks in one pass and in two, rows shorter and longer than a
+// shared-memory tile, a matrix of one row and of one column.
 TEST_F(CompressGpuTest, PowerSgdProductsAndOrthonormalisation) {
-  const size_t n = 65, m = 33, r = 4;
-  const auto M = randoms(n * m, 1);
-  auto Qt = randoms(r * m, 2);
-  orthonormalize_rows(Qt.data(), r, m, 0.0f);
-  std::vector<float> Pt(r * n), Q2(r * m), Mh(n * m);
-  lowrank_project(M.data(), n, m, Qt.data(), r, Pt.data());
-  float* dM = upload(M);
-  float* dQ = upload(Qt);
-  float* dP = upload(std::vector<float>(r * n));
-  cuda::lowrank_project(blas_, dM, n, m, dQ, r, dP);
-  auto gP = download(dP, r * n);
-  for (size_t i = 0; i < gP.size(); ++i) ASSERT_NEAR(gP[i], Pt[i], 1e-4 * (1 + std::fabs(Pt[i])));
-  orthonormalize_rows(Pt.data(), r, n, 0.0f);
-  cudaMemcpy(dP, Pt.data(), Pt.size() * sizeof(float), cudaMemcpyHostToDevice);
-  lowrank_project_transposed(M.data(), n, m, Pt.data(), r, Q2.data());
-  cuda::lowrank_project_transposed(blas_, dM, n, m, dP, r, dQ);
-  auto gQ = download(dQ, r * m);
-  for (size_t i = 0; i < gQ.size(); ++i) ASSERT_NEAR(gQ[i], Q2[i], 1e-4 * (1 + std::fabs(Q2[i])));
-  cudaMemcpy(dQ, Q2.data(), Q2.size() * sizeof(float), cudaMemcpyHostToDevice);
-  lowrank_expand(Pt.data(), Q2.data(), n, m, r, Mh.data());
-  float* dMh = upload(std::vector<float>(n * m));
-  cuda::lowrank_expand(blas_, dP, dQ, n, m, r, dMh);
-  auto gM = download(dMh, n * m);
-  for (size_t i = 0; i < gM.size(); ++i) ASSERT_NEAR(gM[i], Mh[i], 1e-4 * (1 + std::fabs(Mh[i])));
+  struct Shape {
+    size_t n, m, r;
+  };
+  const Shape shapes[] = {{65, 33, 4}, {1, 700, 2}, {700, 1, 1}, {3000, 9, 4},
+                          {40, 1300, 6}, {257, 515, 3}, {5000, 64, 9}};
+  void* scratch = nullptr;
+  ASSERT_EQ(cudaMalloc(&scratch, cuda::lowrank_scratch_bytes()), cudaSuccess);
+  allocations_.push_back(scratch);
+  uint32_t seed = 1;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(testing::Message() << sh.n << " x " << sh.m << ", rank " << sh.r);
+    const size_t n = sh.n, m = sh.m, r = sh.r;
+    const auto M = randoms(n * m, seed++);
+    auto Qt = randoms(r * m, seed++);
+    orthonormalize_rows(Qt.data(), r, m, 0.0f);
+    std::vector<float> Pt(r * n), Q2(r * m), Mh(n * m);
+    lowrank_project(M.data(), n, m, Qt.data(), r, Pt.data());
+    float* dM = upload(M);
+    float* dQ = upload(Qt);
+    float* dP = upload(std::vector<float>(r * n));
+    cuda::lowrank_project(dM, n, m, dQ, r, dP, nullptr);
+    const double tol_p = 1e-5 * std::sqrt(double(m));
+    auto gP = download(dP, r * n);
+    for (size_t i = 0; i < gP.size(); ++i) ASSERT_NEAR(gP[i], Pt[i], tol_p * (1 + std::fabs(Pt[i])));
+    orthonormalize_rows(Pt.data(), r, n, 0.0f);
+    cudaMemcpy(dP, Pt.data(), Pt.size() * sizeof(float), cudaMemcpyHostToDevice);
+    lowrank_project_transposed(M.data(), n, m, Pt.data(), r, Q2.data());
+    cuda::lowrank_project_transposed(dM, n, m, dP, r, dQ, scratch, nullptr);
+    const double tol_q = 1e-5 * std::sqrt(double(n));
+    auto gQ = download(dQ, r * m);
+    for (size_t i = 0; i < gQ.size(); ++i) ASSERT_NEAR(gQ[i], Q2[i], tol_q * (1 + std::fabs(Q2[i])));
+    // The same P and Q in: the same bits out.
+    cudaMemcpy(dQ, Q2.data(), Q2.size() * sizeof(float), cudaMemcpyHostToDevice);
+    lowrank_expand(Pt.data(), Q2.data(), n, m, r, Mh.data());
+    float* dMh = upload(std::vector<float>(n * m));
+    cuda::lowrank_expand(dP, dQ, n, m, r, dMh, nullptr);
+    ASSERT_EQ(download(dMh, n * m), Mh);
+    // error = input - approx * share, bit for bit.
+    std::vector<float> err(n * m);
+    for (size_t i = 0; i < err.size(); ++i) err[i] = powersgd_residual(M[i], Mh[i], 0.5f);
+    float* dE = upload(std::vector<float>(n * m));
+    cuda::powersgd_residual(dM, dMh, 0.5f, n * m, dE, nullptr);
+    ASSERT_EQ(download(dE, n * m), err);
+  }
   // Orthonormalisation on the device, in the CPU's order and precision.
+  const size_t r = 4;
   auto A = randoms(r * 1000, 3), B = A;
   float* dA = upload(A);
   cuda::orthonormalize_rows(dA, r, 1000, 1e-8f, nullptr);

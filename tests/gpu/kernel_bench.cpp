@@ -8,7 +8,6 @@
 //
 // To time a new kernel, add an entry to kKernels: its name, the bytes one
 // call over n elements moves (0: not memory-bound, time only), and the call.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -44,7 +43,7 @@ struct Buffers {
   size_t bytes;
   double* scratch;  // one double (rms_scale)
   float* scale;     // one float (the sign kernels' scale)
-  void* cublas;     // cublasHandle_t on the bench stream
+  void* lowrank;    // lowrank_scratch_bytes() of device memory
 };
 
 struct Kernel {
@@ -131,16 +130,23 @@ const Kernel kKernels[] = {
     // products read (or write) M once; orthonormalisation is one block over
     // r rows of the side's length (latency, not bandwidth: time only).
     {"lowrank_project", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
-     [](const Buffers& m, size_t n, cudaStream_t) {
+     [](const Buffers& m, size_t n, cudaStream_t s) {
        const size_t k = side(n);
-       cu::lowrank_project(m.cublas, static_cast<const float*>(m.a), k, k,
-                           static_cast<const float*>(m.b), kRank, static_cast<float*>(m.c));
+       cu::lowrank_project(static_cast<const float*>(m.a), k, k, static_cast<const float*>(m.b),
+                           kRank, static_cast<float*>(m.c), s);
+     }},
+    {"lowrank_project_t", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       const size_t k = side(n);
+       cu::lowrank_project_transposed(static_cast<const float*>(m.a), k, k,
+                                      static_cast<const float*>(m.b), kRank,
+                                      static_cast<float*>(m.c), m.lowrank, s);
      }},
     {"lowrank_expand", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
-     [](const Buffers& m, size_t n, cudaStream_t) {
+     [](const Buffers& m, size_t n, cudaStream_t s) {
        const size_t k = side(n);
-       cu::lowrank_expand(m.cublas, static_cast<const float*>(m.b),
-                          static_cast<const float*>(m.c), k, k, kRank, static_cast<float*>(m.a));
+       cu::lowrank_expand(static_cast<const float*>(m.b), static_cast<const float*>(m.c), k, k,
+                          kRank, static_cast<float*>(m.a), s);
      }},
     {"orthonormalize", DataType::Float32, [](size_t) { return 0.0; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
@@ -196,12 +202,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(m.scale, 0, sizeof(float)));
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
-  cublasHandle_t blas = nullptr;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, s) != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "cublasCreate failed\n");
-    return 1;
-  }
-  m.cublas = blas;
+  CHECK(cudaMalloc(&m.lowrank, cu::lowrank_scratch_bytes()));
 
   const double copy_s = time_per_call(
       [&] { CHECK(cudaMemcpyAsync(m.c, m.a, bytes, cudaMemcpyDeviceToDevice, s)); }, iters, s);
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
                   "-");
     }
   }
-  cublasDestroy(blas);
+  CHECK(cudaFree(m.lowrank));
   CHECK(cudaFree(m.scratch));
   CHECK(cudaFree(m.scale));
   CHECK(cudaStreamDestroy(s));

@@ -109,6 +109,7 @@ struct Op {
   std::vector<CollectiveCall> parts;
   std::string what;
   std::shared_ptr<detail::WorkState> state;
+  Steps steps;  // Note [device steps]
   EventPtr ready, done;
   bool started = false;  // oldest in flight: its deadline runs
   Clock::time_point deadline{};
@@ -136,9 +137,9 @@ class NcclBackend final : public Backend {
   int device() const override { return device_; }
   bool aborted() const override { return aborted_.load(); }
 
-  Work submit(const CollectiveCall& c, void* producer) override {
+  Work submit(const CollectiveCall& c, void* producer, Steps steps) override {
     check(c, rank_, size_);
-    return enqueue_op({c}, std::string(c.name()), c.describe(), producer);
+    return enqueue_op({c}, std::string(c.name()), c.describe(), producer, std::move(steps));
   }
 
   Work submit_group(const std::vector<CollectiveCall>& group, void* producer) override {
@@ -166,7 +167,7 @@ class NcclBackend final : public Backend {
 
  private:
   Work enqueue_op(std::vector<CollectiveCall> parts, std::string op, const std::string& detail,
-                  void* producer) {
+                  void* producer, Steps steps = {}) {
     std::lock_guard<std::mutex> lk(mu_);  // submission order = seq order = launch order
     if (aborted_) {
       raise(ErrorCode::Aborted, "{}: cannot start {}: the NCCL communicator was aborted: {}",
@@ -174,6 +175,7 @@ class NcclBackend final : public Backend {
     }
     auto o = std::make_unique<Op>();
     o->parts = std::move(parts);
+    o->steps = std::move(steps);
     o->what = fmt::format("{}: {} #{} ({}{}nccl on device {})", prefix_, op, next_seq_++, detail,
                           detail.empty() ? "" : ", ", device_);
     {
@@ -257,6 +259,7 @@ class NcclBackend final : public Backend {
   void launch(Op& o) {
     const Deadline deadline = Deadline::after(timeout_);
     cuda_check(cudaStreamWaitEvent(stream_.get(), o.ready.get(), 0), o, "cudaStreamWaitEvent");
+    if (o.steps.before) o.steps.before(stream_.get());
     Launch l{lib_, comm_.get(), stream_.get(), rank_, size_, barrier_word_.get(), {}, o.what};
     ncclResult_t rc = lib_.GroupStart();
     if (rc != ncclSuccess) {
@@ -281,6 +284,7 @@ class NcclBackend final : public Backend {
             cause_for(rc));
     }
     for (void* p : l.free_after) cuda_check(cudaFreeAsync(p, stream_.get()), o, "cudaFreeAsync");
+    if (o.steps.after) o.steps.after(stream_.get());
     cuda_check(cudaEventRecord(o.done.get(), stream_.get()), o, "cudaEventRecord");
   }
 

@@ -64,9 +64,16 @@ class StagedBackend final : public Backend {
 
   int device() const override { return device_; }
 
-  Work submit(const CollectiveCall& c, void* producer) override { return submit_group({c}, producer); }
+  Work submit(const CollectiveCall& c, void* producer, Steps steps) override {
+    return submit_steps({c}, producer, std::move(steps));
+  }
 
   Work submit_group(const std::vector<CollectiveCall>& group, void* producer) override {
+    return submit_steps(group, producer, {});
+  }
+
+ private:
+  Work submit_steps(const std::vector<CollectiveCall>& group, void* producer, Steps steps) {
     if (aborted_.load()) {
       std::lock_guard<std::mutex> lk(mu_);
       raise(ErrorCode::Aborted, "rank {}: device collectives on communicator {} were aborted: {}",
@@ -92,13 +99,29 @@ class StagedBackend final : public Backend {
     } else {
       label = {"device group", fmt::format("group of {}, staged through host memory", group.size())};
     }
-    return comm_.submit(record, [this, group, ready](collectives::Context& ctx) {
+    return comm_.submit(record, [this, group, ready, steps = std::move(steps)](
+                                    collectives::Context& ctx) {
       ctx.set_algorithm("staged");
       wait_gpu([&] { return cudaEventQuery(ready->get()); }, ctx,
                "the work enqueued on the producer stream before this collective");
+      // Note [device steps]: on the staging stream, waited for here, so
+      // the collective reads what `before` wrote and the Work completes
+      // after what `after` wrote.
+      if (steps.before) {
+        DeviceGuard guard(device_);
+        steps.before(whole_stream_);
+        wait_gpu([&] { return cudaStreamQuery(whole_stream_); }, ctx, "the steps before it");
+      }
       for (const CollectiveCall& c : group) run(ctx, c);
+      if (steps.after) {
+        DeviceGuard guard(device_);
+        steps.after(whole_stream_);
+        wait_gpu([&] { return cudaStreamQuery(whole_stream_); }, ctx, "the steps after it");
+      }
     }, label);
   }
+
+ public:
 
   void abort(const std::string& reason) override {
     std::lock_guard<std::mutex> lk(mu_);

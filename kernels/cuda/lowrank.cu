@@ -1,0 +1,278 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// PowerSGD's low-rank products on the device (kernels/cuda/compress.h), with
+// the CPU functions' layouts: row-major M (n x m), P and Q kept transposed as
+// r rows (Pt: r x n, Qt: r x m).
+//
+// Note [low-rank kernels]: these are our own kernels, not cuBLAS, because
+//  * libgradwire must not depend on a libcublas (it links cudart statically
+//    and never clashes with the application's copy; a second libcublas.so
+//    beside torch's is exactly that clash);
+//  * the shapes are skinny (r is 1-8): each product is one pass over M, so
+//    what matters is streaming M at the memory's speed, which the SGEMM
+//    paths did not (lowrank_project ran at 56 % of the copy bandwidth);
+//  * every sum runs in an order fixed by the shape alone (no atomics, no
+//    device-dependent split), so one device gives the same bits every run,
+//    and the expansion rounds as the CPU does (Note [rounded as written]).
+// Ranks are taken four at a time (one pass over M per four columns of P or
+// Q, as the CPU kernels do).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "gradwire/error.h"
+#include "kernels/compress_math.h"
+#include "kernels/cuda/compress.h"
+#include "kernels/cuda/launch.h"
+
+namespace gradwire::kernels::cuda {
+namespace {
+
+constexpr int kPass = 4;            // ranks per pass over M
+constexpr int kThreads = 256;       // 8 warps
+constexpr int kRowsPerBlock = 16;   // project: each warp takes two rows
+constexpr int kTile = 512;          // project: columns of Qt staged in shared memory
+constexpr int kSliceRows = 64;      // project_transposed: fewest rows per slice
+constexpr int kTargetBlocks = 256;  // project_transposed: blocks to aim for
+
+void check(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
+  }
+}
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// Pt[k0 + c][i] = sum_j M[i][j] * Qt[k0 + c][j] for c < kr. A block takes 16
+// rows; each column tile of Qt is staged once in shared memory for all of
+// them, so Qt costs an L2 read per 16 elements of M. Lanes stride a row
+// (coalesced), then a warp sums its lanes in a fixed tree.
+__global__ void project_kernel(const float* __restrict__ M, size_t n, size_t m,
+                               const float* __restrict__ Qt, size_t k0, int kr,
+                               float* __restrict__ Pt) {
+  __shared__ float q[kPass][kTile];
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  for (size_t row0 = size_t(blockIdx.x) * kRowsPerBlock; row0 < n;
+       row0 += size_t(gridDim.x) * kRowsPerBlock) {
+    float acc[2][kPass] = {};
+    for (size_t j0 = 0; j0 < m; j0 += kTile) {
+      const size_t len = m - j0 < size_t(kTile) ? m - j0 : size_t(kTile);
+      __syncthreads();  // the previous tile is no longer read
+      for (int c = 0; c < kr; ++c) {
+        for (size_t t = threadIdx.x; t < len; t += blockDim.x) q[c][t] = Qt[(k0 + c) * m + j0 + t];
+      }
+      __syncthreads();
+      for (int h = 0; h < 2; ++h) {
+        const size_t i = row0 + size_t(warp) + 8u * size_t(h);
+        if (i >= n) continue;
+        const float* row = M + i * m + j0;
+#pragma unroll 4
+        for (size_t t = size_t(lane); t < len; t += 32) {
+          const float x = __ldg(row + t);
+#pragma unroll
+          for (int c = 0; c < kPass; ++c) {
+            if (c < kr) acc[h][c] += x * q[c][t];
+          }
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const size_t i = row0 + size_t(warp) + 8u * size_t(h);
+#pragma unroll
+      for (int c = 0; c < kPass; ++c) {
+        float v = acc[h][c];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0 && i < n && c < kr) Pt[(k0 + c) * n + i] = v;
+      }
+    }
+  }
+}
+
+// Slices of rows: how many, so that (column chunks x slices) blocks fill the
+// device; a function of the shape only (Note [low-rank kernels]).
+size_t slices_for(size_t n, size_t m) {
+  const size_t chunks = (m + 31) / 32;
+  const size_t by_rows = std::max<size_t>(1, (n + kSliceRows - 1) / kSliceRows);
+  const size_t by_blocks = chunks >= size_t(kTargetBlocks) ? 1 : (kTargetBlocks + chunks - 1) / chunks;
+  return std::max<size_t>(1, std::min(by_rows, by_blocks));
+}
+
+// out[(s * kr + c) * m + j] = sum over the rows i of slice s of
+// Pt[k0 + c][i] * M[i][j]. Block (32 columns) x (8 row lanes); the row
+// lanes are summed in order through shared memory. With one slice `out` is
+// Qt itself, offset to row k0 (written with stride m per c).
+__global__ void project_t_kernel(const float* __restrict__ M, size_t n, size_t m,
+                                 const float* __restrict__ Pt, size_t k0, int kr,
+                                 size_t slice_rows, float* __restrict__ out) {
+  __shared__ float part[kPass][8][33];
+  const size_t j = size_t(blockIdx.x) * 32 + threadIdx.x;
+  const size_t begin = size_t(blockIdx.y) * slice_rows;
+  const size_t end = begin + slice_rows < n ? begin + slice_rows : n;
+  float acc[kPass] = {};
+  if (j < m) {
+#pragma unroll 4
+    for (size_t i = begin + threadIdx.y; i < end; i += 8) {
+      const float x = __ldg(M + i * m + j);
+#pragma unroll
+      for (int c = 0; c < kPass; ++c) {
+        if (c < kr) acc[c] += __ldg(Pt + (k0 + c) * n + i) * x;
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kPass; ++c) part[c][threadIdx.y][threadIdx.x] = acc[c];
+  __syncthreads();
+  if (threadIdx.y == 0 && j < m) {
+    for (int c = 0; c < kr; ++c) {
+      float s = 0;
+      for (int y = 0; y < 8; ++y) s += part[c][y][threadIdx.x];
+      out[(size_t(blockIdx.y) * kr + c) * m + j] = s;
+    }
+  }
+}
+
+// Qt[k0 + c][j] = sum over slices, in slice order.
+__global__ void sum_slices_kernel(const float* __restrict__ part, size_t slices, size_t m, int kr,
+                                  float* __restrict__ Qt) {
+  const size_t total = size_t(kr) * m;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
+    const size_t c = t / m, j = t % m;
+    float s = 0;
+    for (size_t sl = 0; sl < slices; ++sl) s += part[(sl * kr + c) * m + j];
+    Qt[t] = s;
+  }
+}
+
+// M[i][j] = sum_k Pt[k][i] * Qt[k][j], k in order, rounded as the CPU does.
+// A thread owns one column: its r values of Qt stay in registers (r <= 8)
+// while it walks rows.
+template <bool kRegisters>
+__global__ void expand_kernel(const float* __restrict__ Pt, const float* __restrict__ Qt, size_t n,
+                              size_t m, int r, float* __restrict__ M) {
+  const size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= m) return;
+  float q[8];
+  if (kRegisters) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) q[k] = k < r ? Qt[size_t(k) * m + j] : 0.0f;
+  }
+  for (size_t i = blockIdx.y; i < n; i += gridDim.y) {
+    float acc = 0.0f;
+    if (kRegisters) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < r) acc = mul_add_rounded(acc, __ldg(Pt + size_t(k) * n + i), q[k]);
+      }
+    } else {
+      for (int k = 0; k < r; ++k) {
+        acc = mul_add_rounded(acc, __ldg(Pt + size_t(k) * n + i), __ldg(Qt + size_t(k) * m + j));
+      }
+    }
+    M[i * m + j] = acc;
+  }
+}
+
+// The residual of PowerSGD's error feedback (powersgd_residual).
+__global__ void residual_kernel(const float* __restrict__ input, const float* __restrict__ approx,
+                                float share, size_t n, float* __restrict__ error) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    error[i] = kernels::powersgd_residual(input[i], approx[i], share);
+  }
+}
+
+__global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, size_t n) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    x[i] = x[i] + y[i];
+  }
+}
+
+}  // namespace
+
+size_t lowrank_scratch_bytes() {
+  // slices * m <= (kTargetBlocks + chunks) * 32 < 2 * kTargetBlocks * 32
+  // whenever there is more than one slice (slices_for).
+  return size_t(2) * kTargetBlocks * 32 * kPass * sizeof(float);
+}
+
+void lowrank_project(const float* M, size_t n, size_t m, const float* Qt, size_t r, float* Pt,
+                     void* stream) {
+  if (n == 0 || r == 0) return;
+  if (m == 0) {
+    cudaMemsetAsync(Pt, 0, r * n * sizeof(float), as_stream(stream));
+    check("lowrank_project");
+    return;
+  }
+  const size_t blocks = std::min<size_t>((n + kRowsPerBlock - 1) / kRowsPerBlock, 65535);
+  for (size_t k0 = 0; k0 < r; k0 += kPass) {
+    const int kr = int(std::min<size_t>(kPass, r - k0));
+    project_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(M, n, m, Qt, k0, kr, Pt);
+  }
+  check("lowrank_project");
+}
+
+void lowrank_project_transposed(const float* M, size_t n, size_t m, const float* Pt, size_t r,
+                                float* Qt, void* scratch, void* stream) {
+  if (m == 0 || r == 0) return;
+  if (n == 0) {
+    cudaMemsetAsync(Qt, 0, r * m * sizeof(float), as_stream(stream));
+    check("lowrank_project_transposed");
+    return;
+  }
+  const size_t slices = slices_for(n, m);
+  const size_t slice_rows = (n + slices - 1) / slices;
+  const dim3 grid(unsigned((m + 31) / 32), unsigned(slices)), block(32, 8);
+  for (size_t k0 = 0; k0 < r; k0 += kPass) {
+    const int kr = int(std::min<size_t>(kPass, r - k0));
+    if (slices == 1) {
+      project_t_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows,
+                                                               Qt + k0 * m);
+    } else {
+      auto* part = static_cast<float*>(scratch);
+      project_t_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows, part);
+      sum_slices_kernel<<<grid_for(size_t(kr) * m, kThreads), kThreads, 0, as_stream(stream)>>>(
+          part, slices, m, kr, Qt + k0 * m);
+    }
+  }
+  check("lowrank_project_transposed");
+}
+
+void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
+                    void* stream) {
+  if (n == 0 || m == 0) return;
+  if (r == 0) {
+    cudaMemsetAsync(M, 0, n * m * sizeof(float), as_stream(stream));
+    check("lowrank_expand");
+    return;
+  }
+  // Enough row groups that the device is full; each thread walks
+  // n / grid.y rows of its column.
+  const size_t cols = (m + kThreads - 1) / kThreads;
+  const size_t rows = std::min<size_t>(n, std::max<size_t>(1, 2048 / cols));
+  const dim3 grid(unsigned(cols), unsigned(std::min<size_t>(rows, 65535)));
+  if (r <= 8) {
+    expand_kernel<true><<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r), M);
+  } else {
+    expand_kernel<false><<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r), M);
+  }
+  check("lowrank_expand");
+}
+
+void powersgd_residual(const float* input, const float* approx, float share, size_t n,
+                       float* error, void* stream) {
+  if (n == 0) return;
+  residual_kernel<<<grid_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(input, approx, share,
+                                                                            n, error);
+  check("powersgd_residual");
+}
+
+void add(float* x, const float* y, size_t n, void* stream) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, y, n);
+  check("add");
+}
+
+}  // namespace gradwire::kernels::cuda
