@@ -6,7 +6,12 @@
 // benchmarks/link_compare runs everything in one go and prints the table.
 //
 //   link_bench --mode none|powersgd|onebit-adam|onebit-lamb [--hidden H]
-//              [--batch B] [--warmup W] [--steps T] [--rank R]
+//              [--batch B] [--warmup W] [--steps T] [--rank R] [--device cpu|cuda]
+//
+// --device cuda: the model, the data and the gradients on the GPU (device
+// Buckets; PowerSGD on the device, issue 16); each step ends with a
+// synchronisation of the GPU so that the time is the step's. Ranks may share
+// one GPU on the staged path (benchmarks/gpu-bench).
 //
 // Launched with the torchrun convention (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT) in each namespace. Synthetic data (random images and labels
@@ -15,6 +20,7 @@
 // compression stages start after 5 steps (start_powerSGD_iter / freeze_step),
 // inside the warm-up, so every timed step is a compressed one. One intra-op
 // thread per rank. Median over the timed steps per rank, maximum over ranks.
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -49,6 +55,7 @@ int main(int argc, char** argv) try {
   int64_t hidden = 2048, batch = 32;
   int warmup = 10, steps = 30;
   size_t rank_r = 4;
+  std::string device_name = "cpu";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const std::string v = i + 1 < argc ? argv[i + 1] : "";
@@ -58,6 +65,7 @@ int main(int argc, char** argv) try {
     else if (a == "--warmup") warmup = std::stoi(v);
     else if (a == "--steps") steps = std::stoi(v);
     else if (a == "--rank") rank_r = std::stoull(v);
+    else if (a == "--device") device_name = v;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -69,6 +77,9 @@ int main(int argc, char** argv) try {
   const int rank = comm->rank(), world = comm->size();
   torch::manual_seed(1234);
   Mlp net(hidden);
+  const torch::Device device(device_name);
+  const bool cuda = device.is_cuda();
+  net->to(device);
   std::shared_ptr<torch::nn::Module> module = net.ptr();
   std::unique_ptr<gradwire::torch::DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> opt;
@@ -102,13 +113,15 @@ int main(int argc, char** argv) try {
   auto gen = torch::make_generator<torch::CPUGeneratorImpl>(uint64_t(7 + rank));
   std::vector<double> times;
   for (int s = 0; s < warmup + steps; ++s) {
-    auto x = torch::randn({batch, 784}, gen);
-    auto y = torch::randint(0, 10, {batch}, gen, torch::kLong);
+    auto x = torch::randn({batch, 784}, gen).to(device);
+    auto y = torch::randint(0, 10, {batch}, gen, torch::kLong).to(device);
+    if (cuda) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     opt->zero_grad();
     auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
     loss.backward();
     opt->step();
+    if (cuda) torch::cuda::synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= warmup) times.push_back(dt);
   }
@@ -117,9 +130,9 @@ int main(int argc, char** argv) try {
   comm->allreduce(&median, &median, 1, gradwire::DataType::Float64, gradwire::ReduceOp::Max).wait();
   if (rank == 0) {
     std::printf("RESULT impl=gradwire mode=%s world=%d params=%lld hidden=%lld batch=%lld "
-                "step_ms=%.2f provider=%s\n",
+                "step_ms=%.2f provider=%s device=%s\n",
                 mode.c_str(), world, (long long)params, (long long)hidden, (long long)batch,
-                median * 1e3, comm->provider().c_str());
+                median * 1e3, comm->provider().c_str(), device_name.c_str());
   }
   comm->barrier().wait();
   return 0;

@@ -148,10 +148,20 @@ GW_HD uint8_t apply_u8(uint8_t a, uint8_t b) {
   return (uint8_t)apply<op, unsigned>(a, b);
 }
 
-// 16-bit floats: compute in float32, round once.
+// 16-bit floats: compute in float32, round once. Min and max pick an
+// operand, whose float16 value survives the round trip exactly, so they
+// return its bits and skip the narrowing (the costly part: float16 is
+// widened and narrowed in software, the same code on both sides); a NaN
+// still goes through float_to_half, which quiets it, so the bits are the
+// round trip's in every case.
 template <Op op>
 GW_HD uint16_t apply_half(uint16_t a, uint16_t b) {
-  return float_to_half(apply<op, float>(half_to_float(a), half_to_float(b)));
+  const float fa = half_to_float(a), fb = half_to_float(b);
+  const float r = apply<op, float>(fa, fb);
+  if constexpr (op == Op::Min || op == Op::Max) {
+    if (!is_nan_value(r)) return float_to_bits(r) == float_to_bits(fa) ? a : b;
+  }
+  return float_to_half(r);
 }
 template <Op op>
 GW_HD uint16_t apply_bf16(uint16_t a, uint16_t b) {

@@ -10,6 +10,7 @@
 // call over n elements moves (0: not memory-bound, time only), and the call.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/lowrank_ops.h"
 #include "gradwire/types.h"
 #include "kernels/cuda/compress.h"
 #include "kernels/cuda/reduce.h"
@@ -171,6 +173,122 @@ double time_per_call(const std::function<void()>& fn, int iters, cudaStream_t s)
   return ms / 1e3 / iters;
 }
 
+// Issue 16 (b): the GPU time to compress and decompress one Bucket of about
+// 25 MiB (the Reducer's default cap), everything but the collectives,
+// enqueued as the hooks enqueue it.
+//  * PowerSGD rank 4 (compress/powersgd.cpp's stages through the same
+//    LowRankOps): a transformer layer of width 1024, the matrices Wqkv
+//    (3072 x 1024), Wo (1024 x 1024) and W1 (2304 x 1024) and their biases
+//    and norms uncompressed.
+//  * 1-bit (compress/onebit_allreduce.cpp's steps at world size 2): the
+//    worker's scale and packing into two chunks, the server's sum of two
+//    received chunks, its scale and packing, the decoding of two chunks.
+void bucket_timings(int iters, cudaStream_t s) {
+  struct M {
+    size_t rows, cols;
+  };
+  const M mats[] = {{3072, 1024}, {1024, 1024}, {2304, 1024}};
+  const size_t vecs[] = {3072, 1024, 2304, 1024, 1024};
+  const size_t r = 4;
+  size_t n = 0, p_elems = 0, q_elems = 0, v_elems = 0;
+  for (const M& m : mats) {
+    n += m.rows * m.cols;
+    p_elems += r * m.rows;
+    q_elems += r * m.cols;
+  }
+  for (size_t v : vecs) v_elems += v;
+  n += v_elems;
+  float *buf, *err, *input, *comm1, *q;
+  void* scratch;
+  CHECK(cudaMalloc(&buf, n * 4));
+  CHECK(cudaMalloc(&err, n * 4));
+  CHECK(cudaMalloc(&input, n * 4));
+  CHECK(cudaMalloc(&comm1, (v_elems + p_elems) * 4));
+  CHECK(cudaMalloc(&q, q_elems * 4));
+  CHECK(cudaMalloc(&scratch, gradwire::compress::device_scratch_bytes()));
+  CHECK(cudaMemset(buf, 0x3c, n * 4));
+  CHECK(cudaMemset(err, 0, n * 4));
+  CHECK(cudaMemset(q, 0x3c, q_elems * 4));
+  auto ops = gradwire::compress::device_ops(0, s, scratch);
+  auto powersgd = [&] {
+    ops->add(buf, err, n);
+    ops->copy(input, buf, n);
+    size_t off = 0, po = 0, qo = 0;
+    float* p = comm1 + v_elems;
+    for (const M& m : mats) {
+      ops->orthonormalize(q + qo, r, m.cols, 0.0f);
+      ops->project(buf + off, m.rows, m.cols, q + qo, r, p + po);
+      off += m.rows * m.cols, po += r * m.rows, qo += r * m.cols;
+    }
+    size_t at = 0;
+    for (size_t v : vecs) ops->copy(comm1 + at, buf + off + at, v), at += v;
+    // (allreduce of comm1)
+    at = 0;
+    for (size_t v : vecs) ops->copy(buf + off + at, comm1 + at, v), at += v;
+    off = po = qo = 0;
+    for (const M& m : mats) {
+      ops->orthonormalize(p + po, r, m.rows, 0.0f);
+      ops->project_transposed(buf + off, m.rows, m.cols, p + po, r, q + qo);
+      off += m.rows * m.cols, po += r * m.rows, qo += r * m.cols;
+    }
+    // (allreduce of Q)
+    off = po = qo = 0;
+    for (const M& m : mats) {
+      ops->expand(p + po, q + qo, m.rows, m.cols, r, buf + off);
+      off += m.rows * m.cols, po += r * m.rows, qo += r * m.cols;
+    }
+    ops->residual(input, buf, 0.5f, n, err);
+  };
+  const double t_psgd = time_per_call(powersgd, iters, s);
+
+  // 1-bit at world size 2 on the same n elements.
+  const size_t world = 2, chunk = ((n + world - 1) / world + 7) / 8 * 8;
+  const size_t block = 4 + chunk / 8;
+  uint8_t *send, *recv;
+  float *acc, *server_err;
+  double* sum;
+  CHECK(cudaMalloc(&send, block * world));
+  CHECK(cudaMalloc(&recv, block * world));
+  CHECK(cudaMalloc(&acc, chunk * 4));
+  CHECK(cudaMalloc(&server_err, chunk * 4));
+  CHECK(cudaMalloc(&sum, sizeof(double)));
+  CHECK(cudaMemset(recv, 0x3c, block * world));
+  CHECK(cudaMemset(server_err, 0, chunk * 4));
+  auto real = [&](size_t j) { return j * chunk >= n ? 0 : std::min(chunk, n - j * chunk); };
+  auto onebit = [&] {
+    auto* scale = reinterpret_cast<float*>(send);
+    cu::rms_scale(buf, err, n, sum, scale, s);
+    for (size_t j = 0; j < world; ++j) {
+      if (j) CHECK(cudaMemcpyAsync(send + j * block, scale, 4, cudaMemcpyDeviceToDevice, s));
+      CHECK(cudaMemsetAsync(send + j * block + 4, 0, chunk / 8, s));
+      cu::compress_signs(buf + j * chunk, err + j * chunk, reinterpret_cast<float*>(send + j * block),
+                         send + j * block + 4, real(j), s);
+    }
+    // (alltoall)
+    for (size_t i = 0; i < world; ++i) {
+      cu::decompress_signs(recv + i * block + 4, reinterpret_cast<const float*>(recv + i * block),
+                           0.5f, acc, real(0), i > 0, s);
+    }
+    cu::rms_scale(acc, server_err, real(0), sum, reinterpret_cast<float*>(send), s);
+    CHECK(cudaMemsetAsync(send + 4, 0, chunk / 8, s));
+    cu::compress_signs(acc, server_err, reinterpret_cast<float*>(send), send + 4, real(0), s);
+    // (allgather)
+    for (size_t j = 0; j < world; ++j) {
+      cu::decompress_signs(recv + j * block + 4, reinterpret_cast<const float*>(recv + j * block),
+                           1.0f, buf + j * chunk, real(j), false, s);
+    }
+  };
+  const double t_onebit = time_per_call(onebit, iters, s);
+  std::printf("\none Bucket of %.1f MiB (%zu float32), GPU time to compress + decompress, "
+              "collectives excluded:\n", double(n) * 4 / (1 << 20), n);
+  std::printf("  PowerSGD rank 4 (3 matrices, 5 vectors): %8.1f us\n", t_psgd * 1e6);
+  std::printf("  1-bit, world size 2:                     %8.1f us\n", t_onebit * 1e6);
+  for (void* p : {(void*)buf, (void*)err, (void*)input, (void*)comm1, (void*)q, scratch,
+                  (void*)send, (void*)recv, (void*)acc, (void*)server_err, (void*)sum}) {
+    CHECK(cudaFree(p));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,6 +344,7 @@ int main(int argc, char** argv) {
                   "-");
     }
   }
+  bucket_timings(iters, s);
   CHECK(cudaFree(m.lowrank));
   CHECK(cudaFree(m.scratch));
   CHECK(cudaFree(m.scale));

@@ -212,6 +212,25 @@ TEST(ReduceMathTest, HalfOpsRoundOnce) {
   EXPECT_EQ(apply_bf16<Op::Sum>(float_to_bf16(256.0f), float_to_bf16(1.0f)), float_to_bf16(256.0f));
 }
 
+// apply_half's min and max return an operand's bits instead of narrowing;
+// they must equal the round trip (widen, compare, narrow) for every first
+// operand against a spread of second ones (zeros of both signs, subnormals,
+// infinities, quiet and signalling NaNs, every exponent).
+TEST(ReduceMathTest, HalfMinMaxEqualTheRoundTrip) {
+  std::vector<uint16_t> others = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
+                                  0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfd55};
+  for (uint32_t e = 0; e < 0x10000; e += 0x0111) others.push_back(uint16_t(e));
+  for (uint32_t x = 0; x < 0x10000; ++x) {
+    const uint16_t a = uint16_t(x);
+    for (uint16_t b : others) {
+      const float fa = half_to_float(a), fb = half_to_float(b);
+      ASSERT_EQ(apply_half<Op::Max>(a, b), float_to_half(apply<Op::Max, float>(fa, fb))) << a << " " << b;
+      ASSERT_EQ(apply_half<Op::Min>(a, b), float_to_half(apply<Op::Min, float>(fa, fb))) << a << " " << b;
+      ASSERT_EQ(apply_half<Op::Max>(b, a), float_to_half(apply<Op::Max, float>(fb, fa))) << a << " " << b;
+    }
+  }
+}
+
 TEST(ReduceMathTest, IntegersWrapAround) {
   EXPECT_EQ(apply_u8<Op::Sum>(200, 100), 44);
   EXPECT_EQ(apply_u8<Op::Prod>(16, 16), 0);
