@@ -23,6 +23,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +37,22 @@
 #include "gradwire/torch/optim.h"
 
 namespace {
+
+// This binary links libtorch's CPU libraries only (Note [finding libtorch]
+// in src/torch/torch.cmake), so torch's CUDA backend, which registers itself
+// when libtorch_cuda.so loads, is absent until we load it from beside
+// libtorch_cpu.so. A CUDA program of a user links it directly.
+void load_torch_cuda() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&torch::manual_seed), &info) == 0 || !info.dli_fname) {
+    throw std::runtime_error("cannot locate libtorch_cpu.so to load libtorch_cuda.so beside it");
+  }
+  std::string path = info.dli_fname;
+  path = path.substr(0, path.rfind('/') + 1) + "libtorch_cuda.so";
+  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    throw std::runtime_error("cannot load " + path + ": " + dlerror());
+  }
+}
 
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(int64_t hidden)
@@ -77,6 +95,7 @@ int main(int argc, char** argv) try {
   const int rank = comm->rank(), world = comm->size();
   torch::manual_seed(1234);
   Mlp net(hidden);
+  if (device_name != "cpu") load_torch_cuda();
   const torch::Device device(device_name);
   const bool cuda = device.is_cuda();
   net->to(device);

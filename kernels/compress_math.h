@@ -84,4 +84,75 @@ GW_HD float powersgd_residual(float input, float approx, float share) {
 #endif
 }
 
+
+// Note [1-bit element math]: the optimizers' per-element formulas (1-bit Adam
+// and LAMB, compress/onebit_optimizers.cpp), shared by the CPU loops and the
+// CUDA kernels (kernels/cuda/onebit.cu), every operation rounded on its own
+// as the C++ expression it replaces did on the host (Note [rounded as
+// written]), so a CPU and a CUDA step from the same state give the same bits
+// wherever no sum over elements is involved.
+GW_HD float rn_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+GW_HD float rn_add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+GW_HD float rn_sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+GW_HD float rn_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+GW_HD float rn_sqrt(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+// m = beta1 m + (1 - beta1) g; one_b1 is (1 - beta1), computed once.
+GW_HD float adam_momentum(float m, float g, float b1, float one_b1) {
+  return rn_add(rn_mul(b1, m), rn_mul(one_b1, g));
+}
+// v = beta2 v + (1 - beta2) g g.
+GW_HD float adam_variance(float v, float g, float b2, float one_b2) {
+  return rn_add(rn_mul(b2, v), rn_mul(rn_mul(one_b2, g), g));
+}
+// Adam's denominator sqrt(v / bc2) + eps (inv_bc2 = 1 / bc2).
+GW_HD float adam_denominator(float v, float inv_bc2, float eps) {
+  return rn_add(rn_sqrt(rn_mul(v, inv_bc2)), eps);
+}
+// Note [preconditioned 1-bit compression] and [the momentum clip]: what is
+// compressed for momentum m with denominator d (hi: the clip, or infinity).
+GW_HD float onebit_send_value(float m, float d, float hi, bool precondition) {
+  float u = rn_div(m, d);
+  u = u < -hi ? -hi : (hi < u ? hi : u);  // std::clamp's order
+  return precondition ? u : rn_mul(u, d);
+}
+// The update direction (m / bc1) / d, plus decoupled weight decay.
+GW_HD float adam_direction(float m, float inv_bc1, float d, float p, float wd) {
+  float x = rn_div(rn_mul(m, inv_bc1), d);
+  if (wd != 0.0f) x = rn_add(x, rn_mul(wd, p));
+  return x;
+}
+// p - step * u.
+GW_HD float apply_step(float p, float step, float u) { return rn_sub(p, rn_mul(step, u)); }
+
 }  // namespace gradwire::kernels

@@ -44,19 +44,25 @@ namespace gradwire {
 // With one rank there is nothing to exchange: run() leaves data untouched.
 class GRADWIRE_API OneBitAllreduce {
  public:
-  OneBitAllreduce(Communicator& comm, size_t count);
+  // device >= 0: data and the error buffers live on that CUDA device; the
+  // compression runs there (the same formulas and wire layout) and the
+  // collectives take the device path (NCCL or staged).
+  OneBitAllreduce(Communicator& comm, size_t count, int device = -1);
   ~OneBitAllreduce();
   OneBitAllreduce(OneBitAllreduce&&) noexcept;
   OneBitAllreduce& operator=(OneBitAllreduce&&) noexcept;
 
-  // Synchronous: data (count float32) <- compressed average over ranks.
-  void run(float* data);
+  // Synchronous: data (count float32) <- compressed average over ranks. On a
+  // device, the work is enqueued on `stream` (a cudaStream_t; nullptr: the
+  // legacy default stream), which may go on using `data` at once.
+  void run(float* data, void* stream = nullptr);
 
   size_t count() const;
+  int device() const;  // -1: host memory
   // Bytes this rank sent in one run() (alltoall + allgather payloads).
   size_t wire_bytes() const;
   // This rank's error buffers: count elements (worker), and the chunk this
-  // rank serves (server).
+  // rank serves (server); copied to the host for a device object.
   const std::vector<float>& worker_error() const;
   const std::vector<float>& server_error() const;
 
@@ -111,11 +117,18 @@ struct GRADWIRE_API OneBitAdamOptions {
 // everywhere).
 class GRADWIRE_API OneBitAdam {
  public:
-  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {});
+  // device >= 0: params, grad and the optimizer's state live on that CUDA
+  // device (Note [1-bit optimizers on a device] in
+  // src/compress/onebit_optimizers.cpp); the state saves in one format.
+  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {}, int device = -1);
   ~OneBitAdam();
 
-  // grad is used as scratch (its contents are undefined afterwards).
-  void step(float* params, float* grad);
+  // grad is used as scratch (its contents are undefined afterwards). On a
+  // device the work is enqueued on `stream` (a cudaStream_t; nullptr: the
+  // legacy default stream) and the collectives wait for it; the step
+  // returns once they are done, with the update enqueued after them.
+  void step(float* params, float* grad, void* stream = nullptr);
+  int device() const;  // -1: host memory
 
   OneBitAdamOptions& options();
   uint64_t steps() const;       // completed steps
@@ -178,10 +191,14 @@ struct GRADWIRE_API OneBitLambOptions {
 // `layer_sizes`, in order; the scaling coefficients are per layer).
 class GRADWIRE_API OneBitLamb {
  public:
-  OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options = {});
+  // device >= 0: as OneBitAdam's, with the default (live-coefficient,
+  // preconditioned) variant only: InvalidArgument otherwise.
+  OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options = {},
+             int device = -1);
   ~OneBitLamb();
 
-  void step(float* params, float* grad);
+  void step(float* params, float* grad, void* stream = nullptr);
+  int device() const;
 
   OneBitLambOptions& options();
   uint64_t steps() const;

@@ -33,7 +33,8 @@ constexpr int kThreads = 256;       // 8 warps
 constexpr int kRowsPerBlock = 16;   // project: each warp takes two rows
 constexpr int kTile = 512;          // project: columns of Qt staged in shared memory
 constexpr int kSliceRows = 64;      // project_transposed: fewest rows per slice
-constexpr int kTargetBlocks = 256;  // project_transposed: blocks to aim for
+constexpr int kTargetBlocks = 512;  // project_transposed: blocks to aim for
+constexpr int kTileV = 1024;        // project, 16-byte path: columns per staged tile
 
 void check(const char* what) {
   const cudaError_t err = cudaGetLastError();
@@ -89,10 +90,138 @@ __global__ void project_kernel(const float* __restrict__ M, size_t n, size_t m,
   }
 }
 
+// Note [16-byte paths]: when m is a multiple of 4 and the matrices are
+// 16-byte aligned (every row then is), each lane moves a float4: four times
+// fewer load instructions per byte, which is what kept the scalar kernels
+// well below the copy bandwidth (the loads of P or Q beside each element of
+// M cost as much as the element). The sums keep a fixed order per shape.
+// The scalar kernels remain for other shapes and offsets.
+
+// project, 16-byte path: two rows per warp interleaved, so that each lane
+// has several float4 loads in flight.
+__global__ void project_vec_kernel(const float* __restrict__ M, size_t n, size_t m,
+                                   const float* __restrict__ Qt, size_t k0, int kr,
+                                   float* __restrict__ Pt) {
+  __shared__ float4 q[kPass][kTileV / 4];
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  for (size_t row0 = size_t(blockIdx.x) * kRowsPerBlock; row0 < n;
+       row0 += size_t(gridDim.x) * kRowsPerBlock) {
+    const size_t i0 = row0 + size_t(warp), i1 = i0 + 8;
+    float acc[2][kPass] = {};
+    for (size_t j0 = 0; j0 < m; j0 += kTileV) {
+      const size_t len4 = (m - j0 < size_t(kTileV) ? m - j0 : size_t(kTileV)) / 4;
+      __syncthreads();
+      for (int c = 0; c < kr; ++c) {
+        const float4* src = reinterpret_cast<const float4*>(Qt + (k0 + c) * m + j0);
+        for (size_t t = threadIdx.x; t < len4; t += blockDim.x) q[c][t] = src[t];
+      }
+      __syncthreads();
+      const float4* r0 = reinterpret_cast<const float4*>(M + (i0 < n ? i0 : 0) * m + j0);
+      const float4* r1 = reinterpret_cast<const float4*>(M + (i1 < n ? i1 : 0) * m + j0);
+#pragma unroll 2
+      for (size_t t = size_t(lane); t < len4; t += 32) {
+        const float4 x0 = i0 < n ? __ldg(r0 + t) : float4{0, 0, 0, 0};
+        const float4 x1 = i1 < n ? __ldg(r1 + t) : float4{0, 0, 0, 0};
+#pragma unroll
+        for (int c = 0; c < kPass; ++c) {
+          if (c < kr) {
+            const float4 y = q[c][t];
+            acc[0][c] += x0.x * y.x + x0.y * y.y + x0.z * y.z + x0.w * y.w;
+            acc[1][c] += x1.x * y.x + x1.y * y.y + x1.z * y.z + x1.w * y.w;
+          }
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const size_t i = h ? i1 : i0;
+#pragma unroll
+      for (int c = 0; c < kPass; ++c) {
+        float v = acc[h][c];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0 && i < n && c < kr) Pt[(k0 + c) * n + i] = v;
+      }
+    }
+  }
+}
+
+// project_transposed, 16-byte path: a block is 128 columns (a float4 per
+// lane) x 8 row lanes (its warps); the row lanes are summed in order.
+__global__ void project_t_vec_kernel(const float* __restrict__ M, size_t n, size_t m,
+                                     const float* __restrict__ Pt, size_t k0, int kr,
+                                     size_t slice_rows, float* __restrict__ out) {
+  __shared__ float4 part[kPass][8][32];
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  const size_t m4 = m / 4, j4 = size_t(blockIdx.x) * 32 + size_t(lane);
+  const size_t begin = size_t(blockIdx.y) * slice_rows;
+  const size_t end = begin + slice_rows < n ? begin + slice_rows : n;
+  float4 acc[kPass];
+#pragma unroll
+  for (int c = 0; c < kPass; ++c) acc[c] = float4{0, 0, 0, 0};
+  if (j4 < m4) {
+#pragma unroll 4
+    for (size_t i = begin + size_t(warp); i < end; i += 8) {
+      const float4 x = __ldg(reinterpret_cast<const float4*>(M + i * m) + j4);
+#pragma unroll
+      for (int c = 0; c < kPass; ++c) {
+        if (c < kr) {
+          const float p = __ldg(Pt + (k0 + c) * n + i);
+          acc[c].x += p * x.x;
+          acc[c].y += p * x.y;
+          acc[c].z += p * x.z;
+          acc[c].w += p * x.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kPass; ++c) part[c][warp][lane] = acc[c];
+  __syncthreads();
+  if (warp == 0 && j4 < m4) {
+    for (int c = 0; c < kr; ++c) {
+      float4 s{0, 0, 0, 0};
+      for (int y = 0; y < 8; ++y) {
+        const float4 v = part[c][y][lane];
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+      }
+      reinterpret_cast<float4*>(out + (size_t(blockIdx.y) * kr + c) * m)[j4] = s;
+    }
+  }
+}
+
+// expand, 16-byte path (r <= 8): a thread owns four columns, their Q values
+// in registers, and writes a float4 per row; each component rounds as the
+// scalar kernel does.
+__global__ void expand_vec_kernel(const float* __restrict__ Pt, const float* __restrict__ Qt,
+                                  size_t n, size_t m, int r, float* __restrict__ M) {
+  const size_t m4 = m / 4, j4 = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j4 >= m4) return;
+  float4 q[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    q[k] = k < r ? __ldg(reinterpret_cast<const float4*>(Qt + size_t(k) * m) + j4)
+                 : float4{0, 0, 0, 0};
+  }
+  for (size_t i = blockIdx.y; i < n; i += gridDim.y) {
+    float4 acc{0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (k < r) {
+        const float p = __ldg(Pt + size_t(k) * n + i);
+        acc.x = mul_add_rounded(acc.x, p, q[k].x);
+        acc.y = mul_add_rounded(acc.y, p, q[k].y);
+        acc.z = mul_add_rounded(acc.z, p, q[k].z);
+        acc.w = mul_add_rounded(acc.w, p, q[k].w);
+      }
+    }
+    reinterpret_cast<float4*>(M + i * m)[j4] = acc;
+  }
+}
+
 // Slices of rows: how many, so that (column chunks x slices) blocks fill the
 // device; a function of the shape only (Note [low-rank kernels]).
-size_t slices_for(size_t n, size_t m) {
-  const size_t chunks = (m + 31) / 32;
+// `columns` per block: 32 (scalar kernel) or 128 (16-byte kernel).
+size_t slices_for(size_t n, size_t m, size_t columns) {
+  const size_t chunks = (m + columns - 1) / columns;
   const size_t by_rows = std::max<size_t>(1, (n + kSliceRows - 1) / kSliceRows);
   const size_t by_blocks = chunks >= size_t(kTargetBlocks) ? 1 : (kTargetBlocks + chunks - 1) / chunks;
   return std::max<size_t>(1, std::min(by_rows, by_blocks));
@@ -193,9 +322,10 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, s
 }  // namespace
 
 size_t lowrank_scratch_bytes() {
-  // slices * m <= (kTargetBlocks + chunks) * 32 < 2 * kTargetBlocks * 32
-  // whenever there is more than one slice (slices_for).
-  return size_t(2) * kTargetBlocks * 32 * kPass * sizeof(float);
+  // With more than one slice, chunks < kTargetBlocks and slices <=
+  // ceil(kTargetBlocks / chunks), so slices * m <= (kTargetBlocks + chunks)
+  // * columns < 2 * kTargetBlocks * 128 (slices_for).
+  return size_t(2) * kTargetBlocks * 128 * kPass * sizeof(float);
 }
 
 void lowrank_project(const float* M, size_t n, size_t m, const float* Qt, size_t r, float* Pt,
@@ -207,9 +337,14 @@ void lowrank_project(const float* M, size_t n, size_t m, const float* Qt, size_t
     return;
   }
   const size_t blocks = std::min<size_t>((n + kRowsPerBlock - 1) / kRowsPerBlock, 65535);
+  const bool vec = m % 4 == 0 && aligned16(M) && aligned16(Qt);  // Note [16-byte paths]
   for (size_t k0 = 0; k0 < r; k0 += kPass) {
     const int kr = int(std::min<size_t>(kPass, r - k0));
-    project_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(M, n, m, Qt, k0, kr, Pt);
+    if (vec) {
+      project_vec_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(M, n, m, Qt, k0, kr, Pt);
+    } else {
+      project_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(M, n, m, Qt, k0, kr, Pt);
+    }
   }
   check("lowrank_project");
 }
@@ -222,17 +357,27 @@ void lowrank_project_transposed(const float* M, size_t n, size_t m, const float*
     check("lowrank_project_transposed");
     return;
   }
-  const size_t slices = slices_for(n, m);
+  // Note [16-byte paths]; Qt + k0 * m and the scratch stay aligned.
+  const bool vec = m % 4 == 0 && aligned16(M) && aligned16(Qt) && aligned16(scratch);
+  const size_t columns = vec ? 128 : 32;
+  const size_t slices = slices_for(n, m, columns);
   const size_t slice_rows = (n + slices - 1) / slices;
-  const dim3 grid(unsigned((m + 31) / 32), unsigned(slices)), block(32, 8);
+  const dim3 grid(unsigned((m + columns - 1) / columns), unsigned(slices));
+  const dim3 block = vec ? dim3(kThreads) : dim3(32, 8);
+  auto launch = [&](size_t k0, int kr, float* out) {
+    if (vec) {
+      project_t_vec_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows, out);
+    } else {
+      project_t_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows, out);
+    }
+  };
   for (size_t k0 = 0; k0 < r; k0 += kPass) {
     const int kr = int(std::min<size_t>(kPass, r - k0));
     if (slices == 1) {
-      project_t_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows,
-                                                               Qt + k0 * m);
+      launch(k0, kr, Qt + k0 * m);
     } else {
       auto* part = static_cast<float*>(scratch);
-      project_t_kernel<<<grid, block, 0, as_stream(stream)>>>(M, n, m, Pt, k0, kr, slice_rows, part);
+      launch(k0, kr, part);
       sum_slices_kernel<<<grid_for(size_t(kr) * m, kThreads), kThreads, 0, as_stream(stream)>>>(
           part, slices, m, kr, Qt + k0 * m);
     }
@@ -245,6 +390,14 @@ void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t
   if (n == 0 || m == 0) return;
   if (r == 0) {
     cudaMemsetAsync(M, 0, n * m * sizeof(float), as_stream(stream));
+    check("lowrank_expand");
+    return;
+  }
+  if (r <= 8 && m % 4 == 0 && aligned16(M) && aligned16(Qt)) {  // Note [16-byte paths]
+    const size_t cols = (m / 4 + kThreads - 1) / kThreads;
+    const size_t rows = std::min<size_t>(n, std::max<size_t>(1, 4096 / cols));
+    const dim3 grid(unsigned(cols), unsigned(std::min<size_t>(rows, 65535)));
+    expand_vec_kernel<<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r), M);
     check("lowrank_expand");
     return;
   }

@@ -76,7 +76,17 @@
 
 #include "base/state_io.h"
 #include "base/errors.h"
+#include "compress/lowrank_ops.h"
 #include "gradwire/compress.h"
+#include "gradwire/device_stream.h"
+#include "kernels/compress_math.h"
+
+#if GRADWIRE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "device/cuda.h"
+#include "kernels/cuda/onebit.h"
+#endif
 
 namespace gradwire {
 namespace {
@@ -92,7 +102,7 @@ void average(Communicator& comm, float* grad, size_t n) {
   if (comm.size() == 1 || n == 0) return;
   comm.allreduce(grad, grad, n, DataType::Float32, ReduceOp::Sum).wait();
   const float inv = 1.0f / float(comm.size());
-  for (size_t i = 0; i < n; ++i) grad[i] *= inv;
+  for (size_t i = 0; i < n; ++i) grad[i] = kernels::rn_mul(grad[i], inv);
 }
 
 float correction(float beta, uint64_t t, bool enabled) {
@@ -113,13 +123,12 @@ void compressed_average(OneBitAllreduce& ar, std::vector<float>& m, const std::v
   const size_t n = m.size();
   const float hi = clip > 0 ? clip : std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) {
-    scratch[i] = std::sqrt(v[i] * inv_bc2) + eps;
-    const float u = std::clamp(m[i] / scratch[i], -hi, hi);
-    m[i] = precondition ? u : u * scratch[i];
+    scratch[i] = kernels::adam_denominator(v[i], inv_bc2, eps);
+    m[i] = kernels::onebit_send_value(m[i], scratch[i], hi, precondition);
   }
   ar.run(m.data());
   if (precondition) {
-    for (size_t i = 0; i < n; ++i) m[i] *= scratch[i];
+    for (size_t i = 0; i < n; ++i) m[i] = kernels::rn_mul(m[i], scratch[i]);
   }
 }
 
@@ -142,18 +151,77 @@ void check_count(const Communicator& comm, const char* who, size_t n) {
   }
 }
 
+// Note [1-bit optimizers on a device]: with device >= 0 the parameters,
+// gradients, moments and error buffers are CUDA memory, and a step enqueues
+// the CUDA twins of the CPU loops (kernels/cuda/onebit.h, the same element
+// math) on the caller's stream; the collectives (the warm-up's allreduce,
+// the 1-bit alltoall and allgather) take the device path after that stream
+// and are waited for on the host, as on the CPU. LAMB's layer norms are
+// summed on the device in an order fixed by the layer's size (the same bits
+// on every rank) and come to the host once per step for the coefficients.
+// Only what a step needs crosses to the host; save_state() downloads the
+// state in the CPU's format, so checkpoints move between devices.
+struct DeviceState {
+  int device = -1;
+  compress::DeviceFloats m, v;
+  void init(int dev, size_t n) {
+    device = dev;
+    if (dev < 0) return;
+    m = compress::DeviceFloats(dev, n);
+    v = compress::DeviceFloats(dev, n);
+    m.zero();
+    v.zero();
+  }
+};
+
+#if GRADWIRE_HAVE_CUDA
+namespace cu = kernels::cuda;
+
+void average_device(Communicator& comm, float* grad, size_t n, void* stream) {
+  if (comm.size() == 1 || n == 0) return;
+  {
+    DeviceStreamScope scope(stream);
+    comm.allreduce(grad, grad, n, DataType::Float32, ReduceOp::Sum).wait();
+  }
+  cu::scale(grad, n, 1.0f / float(comm.size()), stream);
+}
+
+void compressed_average_device(OneBitAllreduce& ar, float* m, const float* v, size_t n,
+                               float inv_bc2, float eps, bool precondition, float clip,
+                               float* scratch, void* stream) {
+  const float hi = clip > 0 ? clip : std::numeric_limits<float>::infinity();
+  cu::onebit_prepare(m, v, scratch, n, inv_bc2, eps, hi, precondition, stream);
+  ar.run(m, stream);
+  if (precondition) cu::multiply(m, scratch, n, stream);
+}
+#endif
+
+[[noreturn]] void no_cuda(const char* who, int device) {
+  raise(ErrorCode::InvalidArgument, "{}: device {} was asked for, but this gradwire was built "
+        "without CUDA", who, device);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- 1-bit Adam
 
 class OneBitAdam::Impl {
  public:
-  Impl(Communicator& comm, size_t n, OneBitAdamOptions o)
-      : comm_(comm), n_(n), o_(o), m_(n, 0.0f), v_(n, 0.0f), ar_(comm, n) {
+  Impl(Communicator& comm, size_t n, OneBitAdamOptions o, int device)
+      : comm_(comm), n_(n), o_(o), ar_(comm, n, device) {
     check_count(comm, "OneBitAdam", n);
+#if !GRADWIRE_HAVE_CUDA
+    if (device >= 0) no_cuda("OneBitAdam", device);
+#endif
+    dev_.init(device, n);
+    if (device < 0) {
+      m_.assign(n, 0.0f);
+      v_.assign(n, 0.0f);
+    }
   }
 
-  void step(float* p, float* g) {
+  void step(float* p, float* g, void* stream) {
+    if (dev_.device >= 0) return step_device(p, g, stream);
     const uint64_t t = t_ + 1;
     const float b1 = o_.beta1, b2 = o_.beta2;
     const float bc1 = correction(b1, t, o_.bias_correction);
@@ -161,14 +229,14 @@ class OneBitAdam::Impl {
     if (t_ < o_.freeze_step) {
       average(comm_, g, n_);
       for (size_t i = 0; i < n_; ++i) {
-        m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
-        v_[i] = b2 * v_[i] + (1.0f - b2) * g[i] * g[i];
+        m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
+        v_[i] = kernels::adam_variance(v_[i], g[i], b2, 1.0f - b2);
       }
       bc2 = correction(b2, t, o_.bias_correction);
       wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
     } else {
       bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      for (size_t i = 0; i < n_; ++i) m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
       compressed_average(ar_, m_, v_, 1.0f / bc2, o_.eps, o_.precondition_compression,
                          o_.momentum_clip, g);
       wire_ = ar_.wire_bytes();
@@ -176,11 +244,39 @@ class OneBitAdam::Impl {
     const float lr = o_.lr, eps = o_.eps, wd = o_.weight_decay;
     const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
     for (size_t i = 0; i < n_; ++i) {
-      float update = (m_[i] * inv_bc1) / (std::sqrt(v_[i] * inv_bc2) + eps);
-      if (wd != 0.0f) update += wd * p[i];
-      p[i] -= lr * update;
+      const float d = kernels::adam_denominator(v_[i], inv_bc2, eps);
+      p[i] = kernels::apply_step(p[i], lr, kernels::adam_direction(m_[i], inv_bc1, d, p[i], wd));
     }
     t_ = t;
+  }
+
+  // Note [1-bit optimizers on a device]: the loops above as kernels.
+  void step_device(float* p, float* g, void* stream) {
+#if GRADWIRE_HAVE_CUDA
+    device::DeviceGuard guard(dev_.device);
+    const uint64_t t = t_ + 1;
+    const float b1 = o_.beta1, b2 = o_.beta2;
+    const float bc1 = correction(b1, t, o_.bias_correction);
+    float bc2;
+    float *m = dev_.m.get(), *v = dev_.v.get();
+    if (t_ < o_.freeze_step) {
+      average_device(comm_, g, n_, stream);
+      cu::adam_moments(m, v, g, n_, b1, b2, stream);
+      bc2 = correction(b2, t, o_.bias_correction);
+      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
+    } else {
+      bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+      cu::adam_momentum(m, g, n_, b1, stream);
+      compressed_average_device(ar_, m, v, n_, 1.0f / bc2, o_.eps, o_.precondition_compression,
+                                o_.momentum_clip, g, stream);
+      wire_ = ar_.wire_bytes();
+    }
+    cu::adam_direction(g, m, v, p, n_, 1.0f / bc1, 1.0f / bc2, o_.eps, o_.weight_decay, o_.lr,
+                       stream);
+    t_ = t;
+#else
+    (void)p, (void)g, (void)stream;
+#endif
   }
 
   std::string save() const {
@@ -189,8 +285,8 @@ class OneBitAdam::Impl {
     w.u64("preconditioned", o_.precondition_compression);
     w.u64("step", t_);
     w.u64("freeze_step", o_.freeze_step);
-    w.floats("exp_avg", m_);
-    w.floats("exp_avg_sq", v_);
+    w.floats("exp_avg", dev_.device >= 0 ? dev_.m.download() : m_);
+    w.floats("exp_avg_sq", dev_.device >= 0 ? dev_.v.download() : v_);
     const std::string ar = ar_.save_state();
     w.bytes("allreduce", ar.data(), ar.size());
     return w.finish();
@@ -214,23 +310,32 @@ class OneBitAdam::Impl {
     ar_.load_state(ar);  // validates before anything below changes
     t_ = t;
     o_.freeze_step = freeze;
-    m_ = std::move(m);
-    v_ = std::move(v);
+    if (dev_.device >= 0) {
+      dev_.m.upload(m);
+      dev_.v.upload(v);
+    } else {
+      m_ = std::move(m);
+      v_ = std::move(v);
+    }
   }
 
   Communicator& comm_;
   const size_t n_;
   OneBitAdamOptions o_;
   uint64_t t_ = 0;
-  std::vector<float> m_, v_;
+  std::vector<float> m_, v_;  // host state (device < 0)
+  DeviceState dev_;
   OneBitAllreduce ar_;
   size_t wire_ = 0;
 };
 
-OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options)
-    : impl_(std::make_unique<Impl>(comm, count, options)) {}
+OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options, int device)
+    : impl_(std::make_unique<Impl>(comm, count, options, device)) {}
 OneBitAdam::~OneBitAdam() = default;
-void OneBitAdam::step(float* params, float* grad) { impl_->step(params, grad); }
+void OneBitAdam::step(float* params, float* grad, void* stream) {
+  impl_->step(params, grad, stream);
+}
+int OneBitAdam::device() const { return impl_->dev_.device; }
 OneBitAdamOptions& OneBitAdam::options() { return impl_->o_; }
 uint64_t OneBitAdam::steps() const { return impl_->t_; }
 bool OneBitAdam::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }
@@ -244,20 +349,108 @@ void OneBitAdam::reset_error_feedback() { impl_->ar_.reset_error_feedback(); }
 
 class OneBitLamb::Impl {
  public:
-  Impl(Communicator& comm, std::vector<size_t> layers, OneBitLambOptions o)
+  Impl(Communicator& comm, std::vector<size_t> layers, OneBitLambOptions o, int device)
       : comm_(comm), layers_(std::move(layers)), o_(o) {
     for (size_t s : layers_) n_ += s;
     check_count(comm, "OneBitLamb", n_);
-    m_.assign(n_, 0.0f);
-    v_.assign(n_, 0.0f);
+#if !GRADWIRE_HAVE_CUDA
+    if (device >= 0) no_cuda("OneBitLamb", device);
+#endif
+    if (device >= 0 && !(o_.live_coefficients && o_.precondition_compression)) {
+      raise(ErrorCode::InvalidArgument, "rank {}: OneBitLamb on CUDA device {} runs the default "
+            "variant (live_coefficients and precondition_compression); the papers' frozen "
+            "coefficients are implemented on the CPU only: keep the defaults, or keep the "
+            "parameters in host memory", comm.rank(), device);
+    }
+    dev_.init(device, n_);
+    if (device < 0) {
+      m_.assign(n_, 0.0f);
+      v_.assign(n_, 0.0f);
+    }
     coeff_freeze_.assign(layers_.size(), 0.0f);
     coeff_seen_.assign(layers_.size(), 0);
     last_factor_.assign(layers_.size(), 1.0f);
     last_coeff_.assign(layers_.size(), 1.0f);
-    ar_ = std::make_unique<OneBitAllreduce>(comm, n_);
+    ar_ = std::make_unique<OneBitAllreduce>(comm, n_, device);
   }
 
-  void step(float* p, float* g) {
+  // LAMB's coefficient of layer l from its norms (warm-up, or the live
+  // coefficients of the compression stage), and the warm-up's running
+  // average of it: shared by the host and the device step.
+  float live_coefficient(size_t l, bool warmup, double weight_norm, double update_norm) {
+    float coeff = 1.0f;
+    if (weight_norm > 0 && update_norm > 0) coeff = float(weight_norm / update_norm);
+    coeff = std::clamp(coeff, o_.min_coeff, o_.max_coeff);
+    if (warmup) {
+      coeff_freeze_[l] = coeff_seen_[l] ? o_.coeff_beta * coeff_freeze_[l] + (1 - o_.coeff_beta) * coeff
+                                        : coeff;
+      coeff_seen_[l] = 1;
+    }
+    return coeff;
+  }
+
+  // Note [1-bit optimizers on a device] (live coefficients only).
+  void step_device(float* p, float* g, void* stream) {
+#if GRADWIRE_HAVE_CUDA
+    device::DeviceGuard guard(dev_.device);
+    const uint64_t t = t_ + 1;
+    const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps;
+    const float inv_bc1 = 1.0f / correction(b1, t, o_.bias_correction);
+    const bool warmup = t_ < o_.freeze_step;
+    float *m = dev_.m.get(), *v = dev_.v.get();
+    if (warmup) {
+      average_device(comm_, g, n_, stream);
+      cu::adam_moments(m, v, g, n_, b1, b2, stream);
+      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
+    } else {
+      cu::adam_momentum(m, g, n_, b1, stream);
+      const float frozen_bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+      compressed_average_device(*ar_, m, v, n_, 1.0f / frozen_bc2, eps, true, o_.momentum_clip, g,
+                                stream);
+      wire_ = ar_->wire_bytes();
+    }
+    const float inv_bc2 =
+        1.0f / correction(b2, warmup ? t : std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+    // g receives the update; then every layer's two norms, in one batch.
+    cu::adam_direction(g, m, v, p, n_, inv_bc1, inv_bc2, eps, o_.weight_decay, 0.0f, stream);
+    const size_t layers = layers_.size();
+    if (norms_.size() != 2 * (2 * layers + cu::onebit_partials())) {
+      norms_ = compress::DeviceFloats(dev_.device, 2 * (2 * layers + cu::onebit_partials()));
+    }
+    auto* sums = reinterpret_cast<double*>(norms_.get());
+    double* partials = sums + 2 * layers;
+    size_t first = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      cu::sum_squares_fixed(g + first, layers_[l], partials, sums + 2 * l, stream);
+      cu::sum_squares_fixed(p + first, layers_[l], partials, sums + 2 * l + 1, stream);
+      first += layers_[l];
+    }
+    std::vector<double> host(2 * layers);
+    const auto s = static_cast<cudaStream_t>(stream);
+    cudaError_t err = cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double),
+                                      cudaMemcpyDeviceToHost, s);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      raise(ErrorCode::Internal, "rank {}: OneBitLamb on CUDA device {}: reading the layer norms "
+            "failed: {}", comm_.rank(), dev_.device, cudaGetErrorString(err));
+    }
+    first = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      const float coeff = live_coefficient(l, warmup, std::sqrt(host[2 * l + 1]),
+                                           std::sqrt(host[2 * l]));
+      last_coeff_[l] = coeff;
+      cu::apply_step(p + first, g + first, layers_[l], o_.lr * coeff, stream);
+      first += layers_[l];
+    }
+    t_ = t;
+#else
+    (void)p, (void)g, (void)stream;
+#endif
+  }
+
+  void step(float* p, float* g, void* stream) {
+    if (dev_.device >= 0) return step_device(p, g, stream);
     const uint64_t t = t_ + 1;
     const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
     const float inv_bc1 = 1.0f / correction(b1, t, o_.bias_correction);
@@ -267,8 +460,8 @@ class OneBitLamb::Impl {
     if (warmup) {
       average(comm_, g, n_);
       for (size_t i = 0; i < n_; ++i) {
-        m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
-        v_[i] = b2 * v_[i] + (1.0f - b2) * g[i] * g[i];
+        m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
+        v_[i] = kernels::adam_variance(v_[i], g[i], b2, 1.0f - b2);
       }
       wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
     } else {
@@ -276,7 +469,7 @@ class OneBitLamb::Impl {
         if (v_fresh_.empty()) v_fresh_ = v_;  // the first compression step
         m_last_ = m_;
       }
-      for (size_t i = 0; i < n_; ++i) m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      for (size_t i = 0; i < n_; ++i) m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
       const float frozen_bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
       compressed_average(*ar_, m_, v_, 1.0f / frozen_bc2, eps, o_.precondition_compression,
                          o_.momentum_clip, g);
@@ -293,8 +486,8 @@ class OneBitLamb::Impl {
       double prelim_sq = 0;
       float factor = 0.0f;  // compression: max over elements of denom / denom_real
       for (size_t i = first; i < first + len; ++i) {
-        const float denom = std::sqrt(v_[i] * inv_bc2) + eps;
-        float x = (m_[i] * inv_bc1) / denom;
+        const float denom = kernels::adam_denominator(v_[i], inv_bc2, eps);
+        float x = kernels::adam_direction(m_[i], inv_bc1, denom, p[i], 0.0f);
         if (!warmup && !live_mode) {
           // The global gradient the averaged momentum implies, folded into a
           // fresh variance estimate to see how far the frozen one is off.
@@ -303,7 +496,7 @@ class OneBitLamb::Impl {
           factor = std::max(factor, denom / (std::sqrt(v_fresh_[i] * inv_bc2) + eps));
           prelim_sq += double(x) * x;
         }
-        if (wd != 0.0f) x += wd * p[i];
+        if (wd != 0.0f) x = kernels::rn_add(x, kernels::rn_mul(wd, p[i]));
         u[i - first] = x;
       }
       const double update_norm = norm(u, len);
@@ -312,18 +505,11 @@ class OneBitLamb::Impl {
       if (warmup || live) {
         // LAMB's trust ratio, ||p|| / ||u||. In the compression stage u is
         // the averaged momentum over the frozen variance (Note [live LAMB
-        // coefficients]): the same on every rank, and so is the ratio.
-        const double weight_norm = norm(pl, len);
-        if (weight_norm > 0 && update_norm > 0) coeff = float(weight_norm / update_norm);
-        coeff = std::clamp(coeff, o_.min_coeff, o_.max_coeff);
-      }
-      if (warmup) {
-        // Running average of the warm-up's coefficients, started from the
-        // first one (DeepSpeed starts from 0, which biases short warm-ups low).
-        coeff_freeze_[l] = coeff_seen_[l] ? o_.coeff_beta * coeff_freeze_[l] + (1 - o_.coeff_beta) * coeff
-                                          : coeff;
-        coeff_seen_[l] = 1;
-      } else if (!live_mode) {
+        // coefficients]): the same on every rank, and so is the ratio. The
+        // warm-up keeps a running average of it, started from the first one
+        // (DeepSpeed starts from 0, which biases short warm-ups low).
+        coeff = live_coefficient(l, warmup, norm(pl, len), update_norm);
+      } else {
         if (wd != 0.0f && update_norm > 0) {
           const float ratio = float(std::min(1.0, std::sqrt(prelim_sq) / update_norm));
           factor = factor * ratio + (1.0f - ratio);
@@ -336,7 +522,7 @@ class OneBitLamb::Impl {
       }
       last_coeff_[l] = coeff;
       const float step_size = o_.lr * coeff;
-      for (size_t i = 0; i < len; ++i) p[first + i] -= step_size * u[i];
+      for (size_t i = 0; i < len; ++i) p[first + i] = kernels::apply_step(p[first + i], step_size, u[i]);
       first += len;
     }
     t_ = t;
@@ -350,8 +536,8 @@ class OneBitLamb::Impl {
     w.bytes("layer_sizes", layers_.data(), layers_.size() * sizeof(size_t));
     w.u64("step", t_);
     w.u64("freeze_step", o_.freeze_step);
-    w.floats("exp_avg", m_);
-    w.floats("exp_avg_sq", v_);
+    w.floats("exp_avg", dev_.device >= 0 ? dev_.m.download() : m_);
+    w.floats("exp_avg_sq", dev_.device >= 0 ? dev_.v.download() : v_);
     w.floats("exp_avg_sq_fresh", v_fresh_);
     w.floats("coeff_freeze", coeff_freeze_);
     w.floats("last_factor", last_factor_);
@@ -393,8 +579,13 @@ class OneBitLamb::Impl {
     ar_->load_state(ar);
     t_ = t;
     o_.freeze_step = freeze;
-    m_ = std::move(m);
-    v_ = std::move(v);
+    if (dev_.device >= 0) {
+      dev_.m.upload(m);
+      dev_.v.upload(v);
+    } else {
+      m_ = std::move(m);
+      v_ = std::move(v);
+    }
     v_fresh_ = std::move(fresh);
     coeff_freeze_ = std::move(coeff);
     last_factor_ = std::move(last_factor);
@@ -411,14 +602,20 @@ class OneBitLamb::Impl {
   std::vector<float> m_, v_, v_fresh_, m_last_;
   std::vector<float> coeff_freeze_, last_factor_, last_coeff_;
   std::vector<uint8_t> coeff_seen_;
+  DeviceState dev_;
+  compress::DeviceFloats norms_;  // device: the layer norms and their partial sums
   std::unique_ptr<OneBitAllreduce> ar_;
   size_t wire_ = 0;
 };
 
-OneBitLamb::OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options)
-    : impl_(std::make_unique<Impl>(comm, std::move(layer_sizes), options)) {}
+OneBitLamb::OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes,
+                       OneBitLambOptions options, int device)
+    : impl_(std::make_unique<Impl>(comm, std::move(layer_sizes), options, device)) {}
 OneBitLamb::~OneBitLamb() = default;
-void OneBitLamb::step(float* params, float* grad) { impl_->step(params, grad); }
+void OneBitLamb::step(float* params, float* grad, void* stream) {
+  impl_->step(params, grad, stream);
+}
+int OneBitLamb::device() const { return impl_->dev_.device; }
 OneBitLambOptions& OneBitLamb::options() { return impl_->o_; }
 uint64_t OneBitLamb::steps() const { return impl_->t_; }
 bool OneBitLamb::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }

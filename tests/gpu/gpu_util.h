@@ -55,6 +55,9 @@ inline std::vector<uint8_t> encode(gradwire::DataType dt, const std::vector<doub
       case gradwire::DataType::Int32: { int32_t k = int32_t(x); std::memcpy(&b[4 * i], &k, 4); break; }
       case gradwire::DataType::Int64: { int64_t k = int64_t(x); std::memcpy(&b[8 * i], &k, 8); break; }
       case gradwire::DataType::UInt8: b[i] = uint8_t(x); break;
+      case gradwire::DataType::Int8: { int8_t k = int8_t(x); std::memcpy(&b[i], &k, 1); break; }
+      case gradwire::DataType::Int16: { int16_t k = int16_t(x); std::memcpy(&b[2 * i], &k, 2); break; }
+      case gradwire::DataType::Bool: b[i] = x != 0 ? 1 : 0; break;
     }
   }
   return b;
@@ -73,6 +76,9 @@ inline std::vector<double> decode(gradwire::DataType dt, const std::vector<uint8
       case gradwire::DataType::Int32: { int32_t k; std::memcpy(&k, &b[4 * i], 4); v[i] = k; break; }
       case gradwire::DataType::Int64: { int64_t k; std::memcpy(&k, &b[8 * i], 8); v[i] = double(k); break; }
       case gradwire::DataType::UInt8: v[i] = b[i]; break;
+      case gradwire::DataType::Int8: { int8_t k; std::memcpy(&k, &b[i], 1); v[i] = k; break; }
+      case gradwire::DataType::Int16: { int16_t k; std::memcpy(&k, &b[2 * i], 2); v[i] = k; break; }
+      case gradwire::DataType::Bool: v[i] = b[i]; break;
     }
   }
   return v;

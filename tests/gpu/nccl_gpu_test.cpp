@@ -100,6 +100,12 @@ std::vector<double> inputs(int rank, size_t n, size_t first = 0) {
 }
 
 double reduce_all(ReduceOp op, DataType dt, size_t i, int world) {
+  if (dt == DataType::Bool) {  // Sum and Max: or; Prod and Min: and
+    const bool any = op == ReduceOp::Sum || op == ReduceOp::Max;
+    bool acc = !any;
+    for (int r = 0; r < world; ++r) acc = any ? (acc || value(r, i) != 0) : (acc && value(r, i) != 0);
+    return acc ? 1 : 0;
+  }
   double acc = value(0, i);
   for (int r = 1; r < world; ++r) {
     const double x = value(r, i);
@@ -126,6 +132,13 @@ const size_t kCounts[] = {0, 1, 33, 1000, 65537};
 TEST_F(NcclTest, AllreduceEveryDtypeAndOp) {
   for (DataType dt : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
+      if (dt == DataType::Bool && op == ReduceOp::Avg) continue;  // refused (validate())
+      if (dt == DataType::Int16 && !gwgpu::staged_path()) {
+        // NCCL has no 16-bit integer: refused with what to do instead.
+        gwgpu::DeviceBuffer buf(64);
+        EXPECT_THROW(comm_->allreduce(buf.get(), buf.get(), 8, dt, op), Error);
+        continue;
+      }
       for (size_t n : kCounts) {
         for (bool in_place : {false, true}) {
           auto host = encode(dt, inputs(rank_, n));
