@@ -10,7 +10,9 @@
 #include <cstring>
 #include <string>
 
+#include "gradwire/device_stream.h"
 #include "gradwire/error.h"
+#include "consistency.h"
 
 namespace gradwire::torch {
 namespace {
@@ -19,20 +21,34 @@ std::string where(const Communicator& comm, const char* who) {
   return "rank " + std::to_string(comm.rank()) + ": " + who;
 }
 
-// Float32, CPU, dense; returns the total count. Broadcasts the parameters
-// from rank 0 (replicas start equal) after checking every rank has the same
-// number of elements.
-size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, const char* who) {
+// Dense float32 on the CPU or on one CUDA device (Note [1-bit optimizers on
+// a device] in src/compress/onebit_optimizers.cpp); returns the total count
+// and sets `device` (-1: CPU). Broadcasts the parameters from rank 0
+// (replicas start equal) after checking every rank has the same number of
+// elements.
+size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, const char* who,
+               int& device) {
   size_t n = 0;
+  device = -1;
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
-    if (p.scalar_type() != ::torch::kFloat32 || !p.device().is_cpu() ||
-        p.layout() != ::torch::kStrided) {
+    const bool placed = p.device().is_cpu() || p.device().is_cuda();
+    if (p.scalar_type() != ::torch::kFloat32 || !placed || p.layout() != ::torch::kStrided) {
       throw Error(ErrorCode::InvalidArgument,
-                  where(comm, who) + ": parameter " + std::to_string(i) +
-                      " must be a dense float32 CPU tensor (it is " +
-                      std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
+                  where(comm, who) + ": parameter " + std::to_string(i) + " is " +
+                      std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() +
+                      "; the optimizer keeps float32 state and needs dense float32 parameters on "
+                      "the CPU or a CUDA device. For mixed precision keep float32 (master) "
+                      "parameters and compute in 16 bits with torch.autocast");
     }
+    const int d = p.device().is_cuda() ? int(p.device().index()) : -1;
+    if (i > 0 && d != device) {
+      throw Error(ErrorCode::InvalidArgument,
+                  where(comm, who) + ": parameter " + std::to_string(i) + " is on " +
+                      p.device().str() + ", parameter 0 on " + params[0].device().str() +
+                      "; all parameters must be on one device");
+    }
+    device = d;
     n += size_t(p.numel());
   }
   std::vector<int64_t> counts(size_t(comm.size()));
@@ -49,6 +65,8 @@ size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, c
   ::torch::NoGradGuard no_grad;
   for (const auto& p : params) {
     auto c = p.contiguous();
+    // CUDA tensors take the device path after PyTorch's current stream.
+    DeviceStreamScope scope(p.is_cuda() ? detail::current_stream(p.device()) : nullptr);
     comm.broadcast(c.data_ptr<float>(), c.data_ptr<float>(), size_t(c.numel()), DataType::Float32, 0)
         .wait();
     if (!c.is_same(p)) p.copy_(c);
@@ -56,9 +74,12 @@ size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, c
   return n;
 }
 
+// Gathers parameters and gradients into flat buffers on their device, steps
+// the core there (on PyTorch's current stream for CUDA) and writes the
+// parameters back.
 template <typename Core>
-::torch::Tensor step_flat(std::vector<::torch::Tensor>& params, Core& core, std::vector<float>& fp,
-                          std::vector<float>& fg, double lr,
+::torch::Tensor step_flat(std::vector<::torch::Tensor>& params, Core& core, ::torch::Tensor& fp,
+                          ::torch::Tensor& fg, double lr,
                           const ::torch::optim::Optimizer::LossClosure& closure) {
   ::torch::Tensor loss;
   if (closure) {
@@ -66,31 +87,36 @@ template <typename Core>
     loss = closure();
   }
   ::torch::NoGradGuard no_grad;
-  fp.resize(core.count());
-  fg.resize(core.count());
-  size_t at = 0;
+  const int64_t n = int64_t(core.count());
+  const ::torch::Device device = core.device() >= 0
+      ? ::torch::Device(::torch::kCUDA, c10::DeviceIndex(core.device()))
+      : ::torch::Device(::torch::kCPU);
+  if (!fp.defined() || fp.numel() != n) {
+    const auto opts = ::torch::TensorOptions().dtype(::torch::kFloat32).device(device);
+    fp = ::torch::empty({n}, opts);
+    fg = ::torch::empty({n}, opts);
+  }
+  int64_t at = 0;
   for (auto& p : params) {
-    const size_t n = size_t(p.numel());
-    auto pc = p.contiguous();
-    if (n) std::memcpy(fp.data() + at, pc.data_ptr<float>(), n * sizeof(float));
-    const auto& g = p.grad();
-    if (g.defined()) {
-      auto gc = g.to(::torch::kFloat32).contiguous();
-      if (n) std::memcpy(fg.data() + at, gc.data_ptr<float>(), n * sizeof(float));
-    } else {
+    const int64_t k = p.numel();
+    if (k) {
+      fp.narrow(0, at, k).copy_(p.reshape({-1}));
+      const auto& g = p.grad();
       // No gradient on this rank: it contributes zeros (every rank still
       // takes part in the collective).
-      if (n) std::memset(fg.data() + at, 0, n * sizeof(float));
+      if (g.defined()) fg.narrow(0, at, k).copy_(g.reshape({-1}));
+      else fg.narrow(0, at, k).zero_();
     }
-    at += n;
+    at += k;
   }
   core.options().lr = float(lr);
-  core.step(fp.data(), fg.data());
+  void* stream = device.is_cuda() ? detail::current_stream(device) : nullptr;
+  core.step(fp.data_ptr<float>(), fg.data_ptr<float>(), stream);
   at = 0;
   for (auto& p : params) {
-    const size_t n = size_t(p.numel());
-    p.copy_(::torch::from_blob(fp.data() + at, p.sizes(), ::torch::kFloat32));
-    at += n;
+    const int64_t k = p.numel();
+    if (k) p.copy_(fp.narrow(0, at, k).view(p.sizes()));
+    at += k;
   }
   return loss;
 }
@@ -122,8 +148,9 @@ OneBitAdam::OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
     : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
                                  options.weight_decay)),
       params_(std::move(params)) {
-  const size_t n = prepare(params_, comm, "OneBitAdam");
-  core_ = std::make_unique<gradwire::OneBitAdam>(comm, n, options);
+  int device = -1;
+  const size_t n = prepare(params_, comm, "OneBitAdam", device);
+  core_ = std::make_unique<gradwire::OneBitAdam>(comm, n, options, device);
 }
 OneBitAdam::~OneBitAdam() = default;
 
@@ -143,10 +170,11 @@ OneBitLamb::OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
     : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
                                  options.weight_decay)),
       params_(std::move(params)) {
-  prepare(params_, comm, "OneBitLamb");
+  int device = -1;
+  prepare(params_, comm, "OneBitLamb", device);
   std::vector<size_t> layers;
   for (const auto& p : params_) layers.push_back(size_t(p.numel()));
-  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options);
+  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options, device);
 }
 OneBitLamb::~OneBitLamb() = default;
 

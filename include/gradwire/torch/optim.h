@@ -13,6 +13,11 @@
 //   gradwire::torch::OneBitAdam opt(model->parameters(), *comm, o);
 //   ... loss.backward(); opt.step(); opt.zero_grad();
 //
+// Parameters may live on a CUDA device (all on one): the optimizer's state,
+// the compression and the collectives then stay on the GPU, after PyTorch's
+// current stream. Parameters must be dense float32 (master weights): mixed
+// precision keeps them so and computes in 16 bits under autocast.
+//
 // Parameters must be float32 CPU tensors. The learning rate of param group 0
 // (set by torch's LR schedulers) is used at every step. save()/load() write
 // this rank's whole state (moments, error buffers, step counter), so a
@@ -44,7 +49,7 @@ class OneBitAdam : public ::torch::optim::Optimizer {
  private:
   std::vector<::torch::Tensor> params_;
   std::unique_ptr<gradwire::OneBitAdam> core_;
-  std::vector<float> flat_params_, flat_grads_;
+  ::torch::Tensor flat_params_, flat_grads_;  // on the parameters' device
 };
 
 class OneBitLamb : public ::torch::optim::Optimizer {
@@ -63,7 +68,7 @@ class OneBitLamb : public ::torch::optim::Optimizer {
  private:
   std::vector<::torch::Tensor> params_;
   std::unique_ptr<gradwire::OneBitLamb> core_;
-  std::vector<float> flat_params_, flat_grads_;
+  ::torch::Tensor flat_params_, flat_grads_;  // on the parameters' device
 };
 
 }  // namespace gradwire::torch
