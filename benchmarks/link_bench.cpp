@@ -43,14 +43,10 @@ namespace {
 // when libtorch_cuda.so loads, is absent until we load it from beside
 // libtorch_cpu.so. A CUDA program of a user links it directly.
 void load_torch_cuda() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&torch::manual_seed), &info) == 0 || !info.dli_fname) {
-    throw std::runtime_error("cannot locate libtorch_cpu.so to load libtorch_cuda.so beside it");
-  }
-  std::string path = info.dli_fname;
-  path = path.substr(0, path.rfind('/') + 1) + "libtorch_cuda.so";
-  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    throw std::runtime_error("cannot load " + path + ": " + dlerror());
+  // By name: the RUNPATH this binary got from libtorch's CMake package holds
+  // torch's library folder (as tests/torch/ddp_test.cpp does).
+  if (!dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL)) {
+    throw std::runtime_error(std::string("cannot load libtorch_cuda.so: ") + dlerror());
   }
 }
 

@@ -65,6 +65,24 @@ void bind_common(py::class_<Holder<Opt>>& cls) {
          py::arg("params"), py::arg("grad"), py::arg("lr"),
          "One step on flat float32 buffers: params (updated in place) and this rank's local, "
          "unaveraged gradient (used as scratch).")
+      .def(
+          "_step_device",
+          [](Holder<Opt>& h, uintptr_t params, uintptr_t grad, float lr, uintptr_t stream) {
+            // gradwire.torch.optim on CUDA parameters: the flat buffers'
+            // device addresses (torch's data_ptr()) and the current stream.
+            if (h.opt->device() < 0) {
+              throw Error(ErrorCode::InvalidArgument,
+                          "_step_device: this optimizer was made for host memory (device=-1)");
+            }
+            h.opt->options().lr = lr;
+            py::gil_scoped_release nogil;
+            h.opt->step(reinterpret_cast<float*>(params), reinterpret_cast<float*>(grad),
+                        reinterpret_cast<void*>(stream));
+          },
+          py::arg("params"), py::arg("grad"), py::arg("lr"), py::arg("stream"),
+          "One step on flat float32 CUDA buffers given by address, on `stream` "
+          "(a cudaStream_t as an integer); for optimizers made with device >= 0.")
+      .def_property_readonly("device", [](const Holder<Opt>& h) { return h.opt->device(); })
       .def_property_readonly("steps", [](const Holder<Opt>& h) { return h.opt->steps(); })
       .def_property_readonly("compressing", [](const Holder<Opt>& h) { return h.opt->compressing(); })
       .def_property_readonly("last_wire_bytes",
@@ -84,17 +102,17 @@ void register_compress(py::module_& m) {
                          "1-bit Adam (gradwire/compress.h) over one flat float32 buffer.");
   adam.def(py::init([](std::shared_ptr<Communicator> comm, size_t count, float beta1, float beta2,
                        float eps, float weight_decay, uint64_t freeze_step, bool bias_correction,
-                       bool precondition_compression, float momentum_clip) {
+                       bool precondition_compression, float momentum_clip, int device) {
              OneBitAdamOptions o;
              set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
                         precondition_compression, momentum_clip);
-             auto opt = std::make_unique<OneBitAdam>(*comm, count, o);
+             auto opt = std::make_unique<OneBitAdam>(*comm, count, o, device);
              return AdamH{std::move(comm), std::move(opt)};
            }),
            py::arg("comm"), py::arg("count"), py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
            py::arg("eps") = 1e-8f, py::arg("weight_decay") = 0.0f, py::arg("freeze_step") = 100,
            py::arg("bias_correction") = true, py::arg("precondition_compression") = true,
-           py::arg("momentum_clip") = 10.0f);
+           py::arg("momentum_clip") = 10.0f, py::arg("device") = -1);
   bind_common<OneBitAdam, OneBitAdamOptions>(adam);
 
   using LambH = Holder<OneBitLamb>;
@@ -103,19 +121,19 @@ void register_compress(py::module_& m) {
   lamb.def(py::init([](std::shared_ptr<Communicator> comm, std::vector<size_t> layers, float beta1,
                        float beta2, float eps, float weight_decay, uint64_t freeze_step,
                        bool bias_correction, bool precondition_compression,
-                       float momentum_clip, bool live_coefficients) {
+                       float momentum_clip, bool live_coefficients, int device) {
              OneBitLambOptions o;
              set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
                         precondition_compression, momentum_clip);
              o.live_coefficients = live_coefficients;
-             auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o);
+             auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o, device);
              return LambH{std::move(comm), std::move(opt)};
            }),
            py::arg("comm"), py::arg("layer_sizes"), py::arg("beta1") = 0.9f,
            py::arg("beta2") = 0.999f, py::arg("eps") = 1e-6f, py::arg("weight_decay") = 0.0f,
            py::arg("freeze_step") = 100, py::arg("bias_correction") = true,
            py::arg("precondition_compression") = true, py::arg("momentum_clip") = 10.0f,
-           py::arg("live_coefficients") = true);
+           py::arg("live_coefficients") = true, py::arg("device") = -1);
   bind_common<OneBitLamb, OneBitLambOptions>(lamb);
 }
 

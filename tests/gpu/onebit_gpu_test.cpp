@@ -52,9 +52,12 @@ class OneBitGpuTest : public ::testing::Test {
     put(static_cast<float*>(p), host);
     return static_cast<float*>(p);
   }
+  // Synchronous: the caller changes `host` next (an asynchronous copy from
+  // pageable memory may still be reading it).
   void put(float* d, const std::vector<float>& host) {
     EXPECT_EQ(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
                               stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   }
   std::vector<float> get(const float* d, size_t n) {
     std::vector<float> out(n);

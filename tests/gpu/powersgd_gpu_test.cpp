@@ -91,6 +91,8 @@ class PowerSgdGpuTest : public ::testing::Test {
       const auto v = values(comm_->rank(), step, g, gs[g].elements);
       EXPECT_EQ(cudaMemcpyAsync(dev_[g], v.data(), v.size() * sizeof(float),
                                 cudaMemcpyHostToDevice, stream_), cudaSuccess);
+      // `v` goes away next: the copy from pageable memory must be done.
+      EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
       r.mark_ready(g, dev_[g], stream_);
     }
     r.finalize(stream_);

@@ -10,3 +10,20 @@ from conftest import LAUNCHERS, launch, requires_torch
 @pytest.mark.parametrize("nproc", [1, 2, 3])
 def test_onebit_optimizers(launcher, nproc):
     launch(launcher, nproc, "onebit_worker.py")
+
+
+def _cuda():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@requires_torch
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_onebit_cuda(nproc, monkeypatch):
+    # Ranks share the GPU on the staged path (NCCL needs one GPU per rank).
+    monkeypatch.setenv("GRADWIRE_DEVICE_PATH", "staged")
+    launch("torchrun", nproc, "onebit_cuda_worker.py")

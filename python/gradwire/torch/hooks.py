@@ -101,7 +101,10 @@ class PowerSGDState:
 
 def powerSGD_hook(state, bucket):
     """Like torch's ``powerSGD_hook``, on gradwire's PowerSGD and communicator.
-    The group must use the gradwire backend; float32 CPU buckets."""
+    The group must use the gradwire backend; float32 buckets on the CPU or on
+    a CUDA device (there the products, the orthonormalisation and the error
+    feedback run on the GPU, on PyTorch's current stream, and the
+    allreduces take the device path)."""
     group = state.process_group if state.process_group is not None else dist.group.WORLD
     backend = group._get_backend(torch.device("cpu"))
     if not isinstance(backend, _C_torch.Backend):

@@ -13,7 +13,11 @@ calls ``step()``::
     opt = OneBitAdam(model.parameters(), comm, lr=1e-3, freeze_step=1000)
     loss.backward(); opt.step(); opt.zero_grad()
 
-Parameters must be float32 CPU tensors. ``state_dict()`` carries this rank's
+Parameters must be dense float32 tensors, all on the CPU or all on one CUDA
+device; on CUDA the state, the compression and the collectives stay on the
+GPU (after PyTorch's current stream). For mixed precision keep float32
+(master) parameters and compute in 16 bits under ``torch.autocast``.
+``state_dict()`` carries this rank's
 whole state (moments, error buffers, step counter) under "gradwire_state",
 so a resumed run continues bit for bit; every rank saves and loads its own.
 """
@@ -27,19 +31,35 @@ class _OneBit(torch.optim.Optimizer):
     def __init__(self, params, comm, lr, make_core):
         super().__init__(params, dict(lr=lr))
         self._params = [p for g in self.param_groups for p in g["params"]]
+        self._device = self._params[0].device if self._params else torch.device("cpu")
         for i, p in enumerate(self._params):
-            if p.dtype != torch.float32 or p.device.type != "cpu":
+            if p.dtype != torch.float32 or p.device.type not in ("cpu", "cuda"):
                 raise gradwire.InvalidArgumentError(
-                    f"parameter {i} is {p.dtype} on {p.device}; 1-bit optimizers take float32 CPU tensors")
+                    f"parameter {i} is {p.dtype} on {p.device}; 1-bit optimizers keep float32 "
+                    "state and take dense float32 CPU or CUDA tensors (for mixed precision keep "
+                    "float32 master parameters and compute in 16 bits under torch.autocast)")
+            if p.device != self._device:
+                raise gradwire.InvalidArgumentError(
+                    f"parameter {i} is on {p.device}, parameter 0 on {self._device}; all "
+                    "parameters must be on one device")
         self._comm = comm if comm is not None else gradwire.Communicator.create()
         n = sum(p.numel() for p in self._params)
-        self._flat_p = torch.empty(n, dtype=torch.float32)
-        self._flat_g = torch.empty(n, dtype=torch.float32)
+        self._flat_p = torch.empty(n, dtype=torch.float32, device=self._device)
+        self._flat_g = torch.empty(n, dtype=torch.float32, device=self._device)
         with torch.no_grad():
             self._gather(self._flat_p, [p for p in self._params])
-            self._comm.broadcast(self._flat_p, root=0).wait()  # replicas start equal
+            if self._device.type == "cuda":
+                # The broadcast goes through host memory once, at start-up.
+                host = self._flat_p.cpu()
+                self._comm.broadcast(host, root=0).wait()  # replicas start equal
+                self._flat_p.copy_(host)
+            else:
+                self._comm.broadcast(self._flat_p, root=0).wait()
             self._scatter()
-        self._core = make_core(self._comm, n, [p.numel() for p in self._params])
+        device = self._device.index if self._device.type == "cuda" else -1
+        if device is None:
+            device = torch.cuda.current_device()
+        self._core = make_core(self._comm, n, [p.numel() for p in self._params], device)
 
     def _gather(self, out, tensors):
         at = 0
@@ -65,7 +85,12 @@ class _OneBit(torch.optim.Optimizer):
         # A parameter without a gradient on this rank contributes zeros.
         self._gather(self._flat_g, [p.grad if p.grad is not None else torch.zeros_like(p)
                                     for p in self._params])
-        self._core.step(self._flat_p, self._flat_g, float(self.param_groups[0]["lr"]))
+        lr = float(self.param_groups[0]["lr"])
+        if self._device.type == "cuda":
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+            self._core._step_device(self._flat_p.data_ptr(), self._flat_g.data_ptr(), lr, stream)
+        else:
+            self._core.step(self._flat_p, self._flat_g, lr)
         self._scatter()
         return loss
 
@@ -95,10 +120,11 @@ class OneBitAdam(_OneBit):
     def __init__(self, params, comm=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                  weight_decay=0.0, freeze_step=100, bias_correction=True,
                  precondition_compression=True, momentum_clip=10.0):
-        super().__init__(params, comm, lr, lambda c, n, layers: _C.OneBitAdam(
+        super().__init__(params, comm, lr, lambda c, n, layers, device: _C.OneBitAdam(
             c, n, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
             freeze_step=freeze_step, bias_correction=bias_correction,
-            precondition_compression=precondition_compression, momentum_clip=momentum_clip))
+            precondition_compression=precondition_compression, momentum_clip=momentum_clip,
+            device=device))
 
 
 class OneBitLamb(_OneBit):
@@ -110,8 +136,8 @@ class OneBitLamb(_OneBit):
         # live_coefficients: LAMB's coefficient recomputed every step of the
         # compression stage (False: the paper's frozen coefficient times the
         # variance-drift factor; see OneBitLambOptions in gradwire/compress.h).
-        super().__init__(params, comm, lr, lambda c, n, layers: _C.OneBitLamb(
+        super().__init__(params, comm, lr, lambda c, n, layers, device: _C.OneBitLamb(
             c, layers, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
             freeze_step=freeze_step, bias_correction=bias_correction,
             precondition_compression=precondition_compression, momentum_clip=momentum_clip,
-            live_coefficients=live_coefficients))
+            live_coefficients=live_coefficients, device=device))

@@ -14,7 +14,10 @@
 #include <memory>
 #include <vector>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include "backend.h"
+#include "gradwire/device_stream.h"
 #include "gradwire/compress.h"
 #include "gradwire/error.h"
 #include "gradwire/reducer.h"
@@ -32,13 +35,21 @@ struct PowerSGDHookState {
 };
 
 void check_bucket(const at::Tensor& buffer) {
-  if (buffer.scalar_type() != at::kFloat || !buffer.device().is_cpu() || !buffer.is_contiguous()) {
+  const bool placed = buffer.device().is_cpu() || buffer.device().is_cuda();
+  if (buffer.scalar_type() != at::kFloat || !placed || !buffer.is_contiguous()) {
     throw Error(ErrorCode::InvalidArgument,
                 "gradwire powerSGD_hook: the bucket is a " +
                     std::string(c10::toString(buffer.scalar_type())) + " tensor on " +
                     buffer.device().str() +
-                    "; gradwire's PowerSGD takes contiguous float32 CPU buckets");
+                    "; gradwire's PowerSGD takes contiguous float32 CPU or CUDA buckets");
   }
+}
+
+// PyTorch's current stream on a CUDA bucket's device (nullptr on the CPU):
+// where the bucket's contents become ready and the hook's GPU work goes.
+void* bucket_stream(const at::Tensor& t) {
+  if (!t.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(t.device().type())->getStream(t.device()).native_handle();
 }
 
 }  // namespace
@@ -106,10 +117,17 @@ void register_powersgd(py::module_& m) {
                           std::to_string(buffer.numel()));
         }
         py::gil_scoped_release nogil;
-        buffer.div_(comm.size());
+        buffer.div_(comm.size());  // on the current stream for a CUDA bucket
         std::vector<std::byte> scratch;  // PowerSGD keeps its own buffers
+        const int device = buffer.is_cuda() ? int(buffer.device().index()) : -1;
+        void* stream = bucket_stream(buffer);
+        // A CUDA bucket: PowerSGD on the device (Note [where PowerSGD's
+        // buffers live]); its collectives follow the current stream. The
+        // Work completes once the GPU is done, so the future's value is
+        // readable by any stream.
+        DeviceStreamScope scope(stream);
         BucketContext ctx(comm, step, index, DataType::Float32, offset, buffer.data_ptr(), 0,
-                          offset, false, gradients, tensors, &scratch);
+                          offset, false, gradients, tensors, &scratch, device, stream);
         Work w = s.hook(ctx);
         py::gil_scoped_acquire gil;
         return future_of(std::move(w), buffer);
