@@ -117,6 +117,21 @@ class DeviceOps final : public LowRankOps {
 
 }  // namespace
 
+// Note [settled device copies]: the state's buffers are used by kernels on
+// whatever stream the caller passes (PyTorch's current stream, a Reducer's
+// non-blocking stream). cudaMemset and cudaMemcpy run on the legacy default
+// stream, which does not order with non-blocking streams, and both may
+// return before the device has finished (a memset always may; a pageable
+// upload returns once the bytes are staged). So every DeviceFloats copy
+// waits for the whole device before it starts (no kernel still reads or
+// writes the buffer) and after it ends (the next kernel, on any stream, sees
+// the new bytes). They run at construction, save, load and reset, never in a
+// step. Without the waits a fresh error buffer's zeroing raced the first
+// step on a non-blocking stream, which read stale device memory.
+namespace {
+void settle(const char* what) { check(cudaDeviceSynchronize(), what); }
+}  // namespace
+
 DeviceFloats::DeviceFloats(int device, size_t n) : device_(device), n_(n) {
   if (n == 0) return;
   device::DeviceGuard guard(device);
@@ -131,15 +146,16 @@ void DeviceFloats::upload(const std::vector<float>& host) {
   }
   if (n_ == 0) return;
   device::DeviceGuard guard(device_);
+  settle("cudaDeviceSynchronize before an upload");
   check(cudaMemcpy(get(), host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  settle("cudaDeviceSynchronize after an upload");
 }
 
 std::vector<float> DeviceFloats::download() const {
   std::vector<float> host(n_);
   if (n_ == 0) return host;
   device::DeviceGuard guard(device_);
-  // The stream that last wrote is non-blocking: the caller waited for the
-  // Work that wrote (finalize), so a synchronous copy reads final values.
+  settle("cudaDeviceSynchronize before a download");  // the last step's kernels wrote
   check(cudaMemcpy(host.data(), get(), n_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   return host;
 }
@@ -147,7 +163,9 @@ std::vector<float> DeviceFloats::download() const {
 void DeviceFloats::zero() {
   if (n_ == 0) return;
   device::DeviceGuard guard(device_);
+  settle("cudaDeviceSynchronize before cudaMemset");
   check(cudaMemset(get(), 0, n_ * sizeof(float)), "cudaMemset");
+  settle("cudaDeviceSynchronize after cudaMemset");
 }
 
 std::unique_ptr<LowRankOps> device_ops(int device, void* stream, void* scratch) {

@@ -45,7 +45,8 @@ class DeviceFloats {
   DeviceFloats(int device, size_t n);  // Internal on failure; InvalidArgument without CUDA
   float* get() const { return static_cast<float*>(p_.get()); }
   size_t size() const { return n_; }
-  // Synchronous copies (for save, load and tests, never inside a step).
+  // Synchronous with every stream of the device (for construction, save,
+  // load and tests, never inside a step): Note [settled device copies].
   void upload(const std::vector<float>& host);
   std::vector<float> download() const;
   void zero();

@@ -519,6 +519,9 @@ BackendPtr create(const Host& c, int device) {
   check_cuda(c.rank, device, cudaMalloc(&word, sizeof(int32_t)), "cudaMalloc");
   DeviceMemoryPtr barrier_word(word);
   check_cuda(c.rank, device, cudaMemset(word, 0, sizeof(int32_t)), "cudaMemset");
+  // cudaMemset runs on the legacy stream, which does not order with the
+  // non-blocking one above, and may return before it is done: wait for it.
+  check_cuda(c.rank, device, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   log().info("rank {}: NCCL communicator of {} ready on device {} ({} ranks, NCCL {})", c.rank,
              c.name, device, c.size, lib->version);
   return std::make_unique<NcclBackend>(*lib, c, device, std::move(comm), std::move(stream),
