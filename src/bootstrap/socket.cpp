@@ -167,6 +167,19 @@ IoStatus recv_all(int fd, void* data, size_t len, Deadline deadline, int* err) {
   return IoStatus::Ok;
 }
 
+void watch_liveness(int fd) {
+  int one = 1, idle = 2, interval = 2, count = 4;
+  unsigned user_timeout_ms = unsigned(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kLivenessTimeout).count());
+  // Best effort: a socket that refuses these still works, it is only
+  // watched less closely.
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
 UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err) {
   UniqueFd fd(::socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP));
   if (!fd) {
@@ -176,6 +189,7 @@ UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err) {
   int one = 1;
   // Store frames are tiny request/response pairs; Nagle would add 40 ms.
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  watch_liveness(fd.get());  // Note [store liveness]
   int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len);
   if (rc == 0) return fd;
   if (errno != EINPROGRESS && errno != EINTR) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -82,6 +83,19 @@ IoStatus recv_all(int fd, void* data, size_t len, Deadline deadline, int* err);
 // `deadline`. Returns a connected, blocking-mode-agnostic (non-blocking) fd,
 // or an invalid fd with *err set (ETIMEDOUT when the deadline passed).
 UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err);
+
+// Note [store liveness]: a store connection whose peer shows no sign of
+// life (no data, no ACK, no answer to a keepalive probe) for
+// kLivenessTimeout is reported dead by the kernel (the next read or poll
+// fails with ETIMEDOUT). Without it, a peer host that vanished (power, a
+// dead link: nothing is sent, not even a FIN) left a waiting rank blocked
+// for its whole deadline and rank 0 holding the dead rank's connection
+// forever. Keepalive probes an idle connection; TCP_USER_TIMEOUT bounds
+// unacknowledged data and, with keepalive, the probing itself. A live peer's
+// kernel answers probes even while the process is stopped or busy, so a
+// slow rank is never taken for a dead one.
+constexpr std::chrono::seconds kLivenessTimeout{10};
+void watch_liveness(int fd);
 
 // Milliseconds to hand to poll() so that it returns by `deadline`
 // (clamped to int; -1 never happens because deadlines are finite or capped).

@@ -31,6 +31,13 @@ class Store {
   // in src/elastic/group.cpp). The TCP store does not offer it yet: this
   // default raises InvalidArgument naming the store.
   virtual bool set_if_absent(const std::string& key, const std::string& value);
+  // Leaves a last will (Note [a connection's last will] in
+  // tcp_store_server.h): should this process lose the store without
+  // destroying this Store (it died, its host or its link went down), the
+  // store writes `value` to `key`, unless `key` exists. Destroying the Store
+  // withdraws it. False where the store cannot tell that a process is gone
+  // (file and in-process stores: the default); throws as set() does.
+  virtual bool set_will(const std::string& key, const std::string& value);
   virtual std::string describe() const = 0;
 };
 

@@ -97,7 +97,7 @@ RequestParse parse_request(std::string_view in) {
   const uint8_t cmd = uint8_t(in[0]);
   const uint32_t klen = get_u32(in.data() + 1);
   const uint32_t vlen = get_u32(in.data() + 5);
-  if (cmd != kSet && cmd != kGet && cmd != kWait)
+  if (cmd != kSet && cmd != kGet && cmd != kWait && cmd != kWill)
     r.error = "unknown command";
   else if (klen == 0 || klen > kMaxKeyBytes)
     r.error = "key length out of range (1..4096)";
@@ -118,7 +118,7 @@ RequestParse parse_request(std::string_view in) {
   r.consumed = frame;
   r.request.command = cmd;
   r.request.key = in.substr(kRequestHeaderBytes, klen);
-  if (cmd == kSet) r.request.value = in.substr(kRequestHeaderBytes + klen, vlen);
+  if (cmd == kSet || cmd == kWill) r.request.value = in.substr(kRequestHeaderBytes + klen, vlen);
   if (cmd == kWait) r.request.wait_ms = get_u32(in.data() + kRequestHeaderBytes + klen);
   return r;
 }

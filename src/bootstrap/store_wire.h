@@ -46,7 +46,7 @@ namespace gradwire::bootstrap::tcp_store {
 
 // ---- command frames (Note [tcp store protocol] in tcp_store_server.h) ----
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kWait = 3, kWill = 4 };
 enum Status : uint8_t { kOk = 0, kFound = 1, kNotFound = 2 };
 
 constexpr size_t kRequestHeaderBytes = 9;
@@ -60,7 +60,7 @@ enum class Parse { NeedMore, Ok, Bad };
 struct Request {
   uint8_t command = 0;
   std::string_view key;    // views into the parsed bytes
-  std::string_view value;  // SET only
+  std::string_view value;  // SET and WILL only
   uint32_t wait_ms = 0;    // WAIT only
 };
 
@@ -86,7 +86,8 @@ void append_response(std::string& out, uint8_t status, std::string_view value);
 
 // ---- handshake (Note [store handshake]) ----
 
-constexpr uint16_t kProtocolVersion = 1;
+// 2: WILL (Note [a connection's last will] in tcp_store_server.h).
+constexpr uint16_t kProtocolVersion = 2;
 constexpr char kHandshakeMagic[4] = {'G', 'W', 'H', 'S'};
 constexpr size_t kHandshakeHeaderBytes = 9;
 constexpr size_t kMaxHandshakeBody = 512;

@@ -147,6 +147,18 @@ class TcpStore final : public Store {
   }
 
   ~TcpStore() override {
+    // A clean end withdraws the will (Note [a connection's last will]).
+    // Best effort and brief: a store that is already gone has no will to
+    // carry out.
+    if (will_fd_) {
+      try {
+        exchange(will_fd_, kWill, will_key_, {}, Deadline::after(milliseconds(1000)),
+                 "the store to withdraw this rank's will");
+      } catch (const Error& e) {
+        log().debug("tcp store {}: could not withdraw the will: {}", where_, e.what());
+      }
+      will_fd_.reset();
+    }
     // Our own connections go first, so a lingering server only waits for
     // the other ranks (Note [world generations]: a shared one stays up).
     idle_.clear();
@@ -195,6 +207,24 @@ class TcpStore final : public Store {
     if (status == kNotFound) return std::nullopt;
     expect(status == kFound, "GET", status);
     return value;
+  }
+
+  bool set_will(const std::string& key, const std::string& value) override {
+    check_key(key);
+    if (value.empty() || value.size() > kMaxKeyBytes) {
+      raise(ErrorCode::InvalidArgument, "tcp store {}: a will of {} bytes (1..{})", where_,
+            value.size(), kMaxKeyBytes);
+    }
+    // Its own connection, used for nothing else: the will lives as long as
+    // this connection, which must not be dropped by an unrelated request's
+    // timeout.
+    std::lock_guard<std::mutex> lk(will_mu_);
+    if (!will_fd_) will_fd_ = connect(op_deadline());
+    auto [status, reply] =
+        exchange(will_fd_, kWill, key, value, op_deadline(), "the store to take this rank's will");
+    expect(status == kOk, "WILL", status);
+    will_key_ = key;
+    return true;
   }
 
   std::string describe() const override { return "torchrun store " + where_; }
@@ -301,8 +331,25 @@ class TcpStore final : public Store {
   std::pair<uint8_t, std::string> request(uint8_t cmd, const std::string& key,
                                           const std::string& value, Deadline deadline,
                                           const std::string& waiting_for) {
-    auto t0 = Clock::now();
     UniqueFd fd = acquire(deadline);
+    auto answer = exchange(fd, cmd, key, value, deadline, waiting_for);
+    release(std::move(fd));
+    return answer;
+  }
+
+  // One request and its answer on `fd`; on any error `fd` is closed (the
+  // stream may be out of step) and the error raised.
+  std::pair<uint8_t, std::string> exchange(UniqueFd& fd, uint8_t cmd, const std::string& key,
+                                           const std::string& value, Deadline deadline,
+                                           const std::string& waiting_for) {
+    auto t0 = Clock::now();
+    struct CloseUnlessDone {
+      UniqueFd& fd;
+      bool done = false;
+      ~CloseUnlessDone() {
+        if (!done) fd.reset();
+      }
+    } guard{fd};
     const std::string frame = encode_request(cmd, key, value);
 
     int err = 0;
@@ -324,7 +371,7 @@ class TcpStore final : public Store {
     }
     switch (st) {
       case IoStatus::Ok:
-        release(std::move(fd));
+        guard.done = true;
         return {answer.status, std::move(reply)};
       case IoStatus::TimedOut:
         // fd is dropped: a late answer may still arrive on it.
@@ -352,6 +399,9 @@ class TcpStore final : public Store {
   std::shared_ptr<Server> server_;
   std::mutex mu_;
   std::vector<UniqueFd> idle_;
+  std::mutex will_mu_;
+  UniqueFd will_fd_;  // Note [a connection's last will]: this connection carries it
+  std::string will_key_;
   std::atomic<bool> connected_once_{false};
 };
 
@@ -394,6 +444,9 @@ class PrefixStore final : public Store {
   bool set_if_absent(const std::string& key, const std::string& value) override {
     return inner_->set_if_absent(prefix_ + key, value);
   }
+  bool set_will(const std::string& key, const std::string& value) override {
+    return inner_->set_will(prefix_ + key, value);
+  }
   std::string describe() const override {
     return inner_->describe() + " (keys " + prefix_ + "*)";
   }
@@ -417,6 +470,9 @@ class SharedStore final : public Store {
   bool set_if_absent(const std::string& key, const std::string& value) override {
     return inner_->set_if_absent(key, value);
   }
+  bool set_will(const std::string& key, const std::string& value) override {
+    return inner_->set_will(key, value);
+  }
   std::string describe() const override { return inner_->describe(); }
 
  private:
@@ -430,6 +486,8 @@ bool Store::set_if_absent(const std::string& key, const std::string&) {
         "file store (GRADWIRE_STORE_DIR, a directory every rank sees) or an in-process store",
         describe(), key);
 }
+
+bool Store::set_will(const std::string&, const std::string&) { return false; }
 
 std::unique_ptr<Store> shared_store(std::shared_ptr<Store> store) {
   return std::make_unique<SharedStore>(std::move(store));

@@ -86,6 +86,8 @@ struct Client {
   bool parked = false;  // a WAIT is pending; no further frames are read
   std::string parked_key;
   Clock::time_point wait_until{};
+  // Note [a connection's last will]: empty when none was left.
+  std::string will_key, will_value;
   // Read the next frame only when the previous answer is out (see Note).
   bool can_read() const { return !parked && out.size() == out_off; }
 };
@@ -172,6 +174,7 @@ class Loop {
       }
       Client c;
       c.fd.reset(fd);
+      watch_liveness(fd);  // Note [store liveness]
       c.peer = peer_name(ss);
       c.source = source_name(ss);
       c.handshake = std::make_unique<ServerHandshake>(secret_);
@@ -217,12 +220,21 @@ class Loop {
     return process(id, c);
   }
 
+  // A connection ends: its will, if it left one, is carried out (Note [a
+  // connection's last will]; the first value written to a key stays).
   void drop(uint64_t id) {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
     if (it->second.parked) unpark(id, it->second);
     if (it->second.handshake) settle(id, it->second);
+    std::string key = std::move(it->second.will_key), value = std::move(it->second.will_value);
+    const std::string peer = it->second.peer;
     clients_.erase(it);
+    if (!key.empty() && data_.find(key) == data_.end()) {
+      log().warn("tcp store {}: client {} went away without withdrawing its will; writing "
+                 "key '{}'", where_, peer, key);
+      set(key, std::move(value));
+    }
   }
 
   size_t pending() const { return pending_total_; }
@@ -294,6 +306,10 @@ class Loop {
       if (q.command == kSet) {
         respond(c, kOk, {});
         set(key, std::string(q.value));
+      } else if (q.command == kWill) {
+        respond(c, kOk, {});
+        c.will_key = q.value.empty() ? std::string() : key;
+        c.will_value = std::string(q.value);
       } else {
         auto it = data_.find(key);
         if (it != data_.end()) {

@@ -15,6 +15,8 @@
 //   WAIT  key ms    -> FOUND value | NOT_FOUND
 //                      (value = u32 timeout in ms; parked until the key is
 //                      set or the timeout passes; 0xFFFFFFFF = no timeout)
+//   WILL  key value -> OK            (this connection's last will; an empty
+//                      value withdraws it: Note [a connection's last will])
 // Why WAIT parks on the server instead of the client polling GET: with N
 // ranks polling rank 0 with backoff, the server handles O(N * polls)
 // requests and every get pays up to one backoff period of extra latency
@@ -33,6 +35,21 @@
 // (version check and, with a job secret, HMAC challenge-response: Note
 // [store handshake] in store_wire.h); the frame parsers are the pure
 // functions of store_wire.h.
+//
+// Note [a connection's last will]
+// A rank on another host that dies was found only by the collective
+// deadline: its peers' sockets to it may stay silent (a host that loses
+// power or its link sends nothing), and nothing else watches it. Every rank
+// keeps a connection to the store on rank 0, so the store watches it: a
+// connection may leave a will (WILL key value), and when that connection
+// ends without withdrawing it (the process died, so the kernel closed its
+// socket, or its host or the link went silent, which TCP keepalive on the
+// server's side turns into an error within kLivenessTimeout) the server
+// writes value to key, unless key already exists (the first loss stays).
+// A client that closes cleanly withdraws its will first (WILL key ""). The
+// server stopping (rank 0 leaving) fires no will. What a will says and who
+// reads it is the runtime's business (Note [a lost rank on another host] in
+// src/runtime/watchdog.cpp); the store only keeps the promise.
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,7 @@
 #include "runtime/watchdog.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -41,6 +42,7 @@ struct State {
   std::vector<std::string> others;        // indexed by rank
   std::atomic<int> world_size{0};
   std::vector<int> exited;  // Note [a dead peer on this host]: world ranks seen gone
+  std::optional<LostRank> lost;  // Note [a lost rank on another host]
 };
 State& state() {
   static State* s = new State();
@@ -73,6 +75,7 @@ void reset_for_new_world() {
   s.published_status.clear();
   s.others.clear();
   s.exited.clear();
+  s.lost.reset();
   s.failed.store(false, std::memory_order_release);
 }
 
@@ -206,7 +209,8 @@ std::vector<int> exited_ranks() {
 void store_host_lost(int my_rank, const std::string& why, const Options& options) {
   heard(my_rank,
         fmt::format("rank 0 is gone: the job's store, which rank 0 serves, closed its "
-                    "connections ({}); likely cause: rank 0 died or exited",
+                    "connections ({}); likely cause: rank 0 died or exited, or its host or "
+                    "the network to it went down",
                     why),
         ErrorCode::PeerLost, options);
 }
@@ -229,6 +233,14 @@ bool exchange(bootstrap::Store& store, int my_rank, const Options& options, std:
       return true;
     }
     exchange_status(store, my_rank, s.world_size);
+    // Note [a lost rank on another host]: read, not acted on here; the
+    // watchdog fails a collective that is waiting for it.
+    if (auto w = store.try_get(kLostKey)) {
+      if (auto lost = parse_lost_rank(*w); lost && lost->rank != my_rank) {
+        std::lock_guard<std::mutex> lk(s.mu);
+        if (!s.lost) s.lost = std::move(lost);
+      }
+    }
     auto v = store.try_get(kFailureKey);
     if (!v) return true;
     const auto report = parse_failure_report(*v);
@@ -250,6 +262,37 @@ bool exchange(bootstrap::Store& store, int my_rank, const Options& options, std:
   }
 }
 
+std::string encode_lost_rank(const LostRank& lost) {
+  return fmt::format("{}\x1f{}\x1f{}", lost.rank, lost.pid, lost.host);
+}
+
+std::optional<LostRank> parse_lost_rank(std::string_view value) {
+  const size_t a = value.find('\x1f');
+  const size_t b = a == std::string_view::npos ? a : value.find('\x1f', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  auto integer = [](std::string_view t) -> std::optional<int> {
+    int x = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size() || x < 0) return std::nullopt;
+    return x;
+  };
+  const auto rank = integer(value.substr(0, a));
+  const auto pid = integer(value.substr(a + 1, b - a - 1));
+  if (!rank || !pid) return std::nullopt;
+  LostRank l;
+  l.rank = *rank;
+  l.pid = *pid;
+  // Goes into error messages: printable ASCII, at most a host name's length.
+  for (char c : value.substr(b + 1, 255)) l.host += (c >= 0x20 && c <= 0x7e) ? c : '?';
+  return l;
+}
+
+std::optional<LostRank> lost_rank() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.lost;
+}
+
 }  // namespace job
 
 Watchdog::Watchdog(CommunicatorImpl& comm, bootstrap::Store* store)
@@ -267,6 +310,7 @@ Watchdog::Watchdog(CommunicatorImpl& comm, bootstrap::Store* store)
     s.status.clear();
     s.published_status.clear();
     s.others.clear();
+    s.lost.reset();
   }
   thread_ = std::thread(&Watchdog::loop, sh_, &comm, store);  // after the reset above
 }
@@ -344,6 +388,34 @@ constexpr const char* kStoreGone =
 
 namespace {
 
+// Note [a lost rank on another host]
+// A rank on this host that dies is seen by its pid (Note [a dead peer on
+// this host]); one on another host was seen by nobody until the deadline.
+// So each world rank leaves a will in the job's store (Note [a connection's
+// last will] in src/bootstrap/tcp_store_server.h): "gradwire/lost" =
+// rank, pid, host. If its process dies (its kernel closes the connection) or
+// its host or link goes silent (rank 0's kernel gives up on the connection
+// within kLivenessTimeout, Note [store liveness]), the store writes the key;
+// every watchdog reads it in its once-a-second exchange, and a world
+// collective still running kDeadPeerGrace after that fails with PeerLost
+// naming the rank, as a dead local peer does. A collective that is not
+// running is left alone (the rank may have finished and exited without
+// closing its communicator); the next one that waits for the lost rank
+// fails the same way. The lost rank itself, if alive behind a dead link,
+// loses the store too and reports rank 0 (Note [the store host is gone]).
+// The file and in-process stores keep no connection and leave no will.
+void leave_will(bootstrap::Store& store, int world_rank) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  try {
+    store.set_will(job::kLostKey, job::encode_lost_rank({world_rank, int(::getpid()), host}));
+  } catch (const Error& e) {
+    log().warn("rank {}: could not leave a will in the store ({}); a loss of this rank on "
+               "another host will be found only by the collective deadline", world_rank,
+               e.what());
+  }
+}
+
 // Note [a dead peer on this host]: false once `pid` is gone or a zombie
 // (a SIGKILLed child stays one until its launcher reaps it).
 bool process_alive(int pid) {
@@ -392,10 +464,26 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   int64_t published = -1;  // the progress last written to the store
   // Note [the store host is gone]: why the store closed on us, if it did.
   std::string store_lost;
-  // Note [a dead peer on this host]: the first peer seen gone, and when.
+  // Note [a dead peer on this host]: the first peer seen gone, and when;
+  // dead_host is set when the store reported it (Note [a lost rank on
+  // another host]).
   int dead_rank = -1, dead_pid = 0;
+  std::optional<std::string> dead_host;
   steady_clock::time_point dead_seen{};
   bool dead_reported = false;
+  if (store && name == "world") {
+    {
+      std::lock_guard<std::mutex> lk(sh->mu);
+      if (sh->stop) return;
+      sh->in_store = true;
+    }
+    leave_will(*store, comm->world_rank);
+    {
+      std::lock_guard<std::mutex> lk(sh->mu);
+      sh->in_store = false;
+    }
+    sh->cv.notify_all();
+  }
   auto drop_store = [&] {  // under sh->mu
     store = nullptr;
     sh->has_store = false;
@@ -469,6 +557,14 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
                 break;
               }
             }
+            if (dead_rank < 0 && name == "world") {
+              if (auto lost = job::lost_rank(); lost && lost->rank < size) {
+                dead_rank = lost->rank;
+                dead_pid = lost->pid;
+                dead_host = lost->host;
+                dead_seen = now;
+              }
+            }
           } else if (now - dead_seen >= kDeadPeerGrace) {
             dead_reported = true;
             report_dead = std::move(running_label);
@@ -509,7 +605,14 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
       sh->cv.notify_all();
       if (job::failed_flag().load(std::memory_order_acquire)) report_dead.clear();
     }
-    if (!report_dead.empty()) {
+    if (!report_dead.empty() && dead_host) {
+      job::peer_exited(comm->world_rank, dead_rank,
+                       fmt::format("{}: rank {} (pid {} on host {}) lost its connection to the "
+                                   "job's store on rank 0 while this collective waited for it; "
+                                   "likely cause: rank {} was killed or crashed, or its host or "
+                                   "the network to it went down",
+                                   report_dead, dead_rank, dead_pid, *dead_host, dead_rank));
+    } else if (!report_dead.empty()) {
       job::peer_exited(comm->world_rank, name == "world" ? dead_rank : -1,
                        fmt::format("{}: rank {}{} (pid {} on this host) has exited while "
                                    "this collective waited for it; likely cause: rank {} was "

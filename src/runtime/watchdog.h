@@ -148,6 +148,20 @@ struct FailureReport {
 };
 constexpr size_t kMaxFailureReasonBytes = 16 * 1024;
 std::optional<FailureReport> parse_failure_report(std::string_view value);
+
+// Note [a lost rank on another host]: the will every world rank leaves in
+// the store ("gradwire/lost"), "<rank>\x1f<pid>\x1f<host>", and its parser
+// (pure; nullopt for anything else). lost_rank(): the rank the store wrote
+// it for, once an exchange() read it (never this process's own).
+constexpr const char* kLostKey = "gradwire/lost";
+struct LostRank {
+  int rank = -1;
+  int pid = 0;
+  std::string host;
+};
+std::string encode_lost_rank(const LostRank& lost);
+std::optional<LostRank> parse_lost_rank(std::string_view value);
+std::optional<LostRank> lost_rank();
 }  // namespace job
 
 class Watchdog {

@@ -406,7 +406,8 @@ TEST(StoreAuth, AClientRefusesAStoreOfAnotherVersionNamingBoth) {
     until_closed(fd);
   });
   expect_refused([&] { store(fake.port(), false, ""); }, ErrorCode::Protocol,
-                 {"store protocol 2 (gradwire 9.0.0)", "store protocol 1 (gradwire 0.1.0)"});
+                 {"store protocol " + std::to_string(kProtocolVersion + 1) + " (gradwire 9.0.0)",
+                  "store protocol " + std::to_string(kProtocolVersion) + " (gradwire 0.1.0)"});
 }
 
 TEST(StoreAuth, AClientRefusesAReplayedServerAnswer) {
