@@ -79,6 +79,24 @@ def main():
               f"{hier[s]*1e3:>9.2f}ms {th*1e3:>9.2f}ms {100*(th/hier[s]-1):>5.0f}% "
               f"{flat[s]/hier[s]:>14.2f}x {tf/th:>6.2f}x")
 
+    # 4 hosts x 1 rank on a switch (netns-link up RATE 0ms 4): the hierarchy
+    # has nothing to do (one rank per host), so this checks the network part
+    # of the model alone at H = 4, with the alpha and beta fitted on 2 hosts.
+    if os.path.exists(d("four_hosts")):
+        four = rows(d("four_hosts"))
+        H4 = 4
+        rate = parse_rate(a.rate)
+        print("\n# 4 hosts x 1 rank: measured against the model (ring of 4 over the link)")
+        print(f'{"bytes":>10} {"measured":>11} {"model":>11} {"err":>6} {"busbw MB/s":>11} '
+              f'{"of tc rate":>10}')
+        for s in sorted(four):
+            if s < (64 << 10):
+                continue
+            t4 = 2 * (H4 - 1) * (an + s / H4 * bn)
+            busbw = s * 2 * (H4 - 1) / H4 / four[s]
+            print(f"{s:>10} {four[s]*1e3:>9.2f}ms {t4*1e3:>9.2f}ms {100*(t4/four[s]-1):>5.0f}% "
+                  f"{busbw/1e6:>11.1f} {100*busbw/rate:>9.0f}%")
+
     # Extrapolation. Network alpha for EFA is NOT measured here: 20 us per
     # message is assumed (EFA's small-message latency is of that order);
     # beta_net from the line rate; 8 ranks per node. The local phases two
