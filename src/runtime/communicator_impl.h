@@ -103,6 +103,17 @@ class CommunicatorImpl {
   }
   // The watchdog's view, read under watchdog_state->mu.
   const std::vector<int>& local_pids_locked() const { return local_pids_; }
+  // Note [a lost rank on another host]: per rank, its rank in the world
+  // (empty: the identity, as for the world itself).
+  void set_world_ranks(std::vector<int> ranks) {
+    std::lock_guard<std::mutex> lk(watchdog_state->mu);
+    world_ranks_ = std::move(ranks);
+  }
+  std::vector<int> world_ranks() {
+    std::lock_guard<std::mutex> lk(watchdog_state->mu);
+    return world_ranks_;
+  }
+  const std::vector<int>& world_ranks_locked() const { return world_ranks_; }
 
   const Options options;
   const int rank, size;
@@ -162,6 +173,7 @@ class CommunicatorImpl {
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
   std::vector<int> local_pids_;  // guarded by watchdog_state->mu
+  std::vector<int> world_ranks_;  // likewise
   std::string abort_reason_;
   // Before the engine: its thread uses it until it exits.
   PointToPoint p2p_{*this};

@@ -242,6 +242,10 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
     std::vector<int> mine;
     for (int r : members) mine.push_back(parents.empty() ? 0 : parents[size_t(r)]);
     impl->set_local_pids(std::move(mine));
+    const std::vector<int> parent_world = parent.world_ranks();
+    std::vector<int> world;
+    for (int r : members) world.push_back(parent_world.empty() ? r : parent_world[size_t(r)]);
+    impl->set_world_ranks(std::move(world));
   }
   impl->submit(CollectiveCall::barrier(),
                [](collectives::Context& ctx) { collectives::barrier(ctx); },

@@ -467,7 +467,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   // Note [a dead peer on this host]: the first peer seen gone, and when;
   // dead_host is set when the store reported it (Note [a lost rank on
   // another host]).
-  int dead_rank = -1, dead_pid = 0;
+  int dead_rank = -1, dead_pid = 0, dead_world_rank = -1;
   std::optional<std::string> dead_host;
   steady_clock::time_point dead_seen{};
   bool dead_reported = false;
@@ -557,12 +557,21 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
                 break;
               }
             }
-            if (dead_rank < 0 && name == "world") {
-              if (auto lost = job::lost_rank(); lost && lost->rank < size) {
-                dead_rank = lost->rank;
-                dead_pid = lost->pid;
-                dead_host = lost->host;
-                dead_seen = now;
+            if (dead_rank < 0) {
+              // A world rank; a group's watchdog looks it up among its members.
+              if (auto lost = job::lost_rank()) {
+                const auto& world = comm->world_ranks_locked();
+                int r = world.empty() ? lost->rank : -1;
+                for (size_t i = 0; i < world.size(); ++i) {
+                  if (world[i] == lost->rank) r = int(i);
+                }
+                if (r >= 0 && r < size && r != rank) {
+                  dead_rank = r;
+                  dead_world_rank = lost->rank;
+                  dead_pid = lost->pid;
+                  dead_host = lost->host;
+                  dead_seen = now;
+                }
               }
             }
           } else if (now - dead_seen >= kDeadPeerGrace) {
@@ -606,12 +615,17 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
       if (job::failed_flag().load(std::memory_order_acquire)) report_dead.clear();
     }
     if (!report_dead.empty() && dead_host) {
-      job::peer_exited(comm->world_rank, dead_rank,
-                       fmt::format("{}: rank {} (pid {} on host {}) lost its connection to the "
+      const std::string who =
+          name == "world" ? fmt::format("rank {}", dead_rank)
+                          : fmt::format("rank {} of {} (world rank {})", dead_rank, name,
+                                        dead_world_rank);
+      job::peer_exited(comm->world_rank, dead_world_rank,
+                       fmt::format("{}: {} (pid {} on host {}) lost its connection to the "
                                    "job's store on rank 0 while this collective waited for it; "
-                                   "likely cause: rank {} was killed or crashed, or its host or "
+                                   "likely cause: {} {} was killed or crashed, or its host or "
                                    "the network to it went down",
-                                   report_dead, dead_rank, dead_pid, *dead_host, dead_rank));
+                                   report_dead, who, dead_pid, *dead_host,
+                                   name == "world" ? "rank" : "world rank", dead_world_rank));
     } else if (!report_dead.empty()) {
       job::peer_exited(comm->world_rank, name == "world" ? dead_rank : -1,
                        fmt::format("{}: rank {}{} (pid {} on this host) has exited while "

@@ -8,7 +8,9 @@
 # GRADWIRE_TIMEOUT_S=60 is the deadline a Timeout would take.
 #  1. rank 2 is SIGKILLed: ranks 0 and 1 fail with PeerLost naming rank 2
 #     within 15 s;
-#  2. host B goes silent (nftables drops every packet on A's veth, both
+#  2. as 1, with the allreduces on a group of the three ranks in reverse
+#     order (NETFAULT_GROUP): PeerLost naming group rank 0, world rank 2;
+#  3. host B goes silent (nftables drops every packet on A's veth, both
 #     ways; rank 2 stays alive): ranks 0 and 1 fail with PeerLost naming
 #     rank 2, and rank 2 with PeerLost naming rank 0 (its store is gone),
 #     all within 40 s.
@@ -44,7 +46,7 @@ start() {
     local env=(env RANK=$r LOCAL_RANK=$((r % 2)) WORLD_SIZE=3 LOCAL_WORLD_SIZE=$((2 - h))
                MASTER_ADDR="${addr[0]}" MASTER_PORT=$master_port
                GRADWIRE_HOST_ID="emulated-host-$h" GRADWIRE_OFI_IFACE=$dev
-               GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=warn)
+               GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=warn ${NETFAULT_GROUP:+NETFAULT_GROUP=1})
     if (( r < 2 )); then
       ip netns exec "${ns[0]}" "${env[@]}" timeout 300 "$workload" 1000000 > "$tmp/$phase.$r" 2>&1 &
     else
@@ -99,7 +101,18 @@ kill -9 "$victim"
 finish kill "$t0" 15
 for r in 0 1; do check kill $r 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection' 15; done
 
-echo "2. host B goes silent (rank 2 alive)"
+echo "2. rank 2 is killed while a group's allreduces run"
+NETFAULT_GROUP=1 start group $((port + 2))
+running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/group.*; exit 1; }
+victim=$(workload_pid)
+[[ -n "$victim" ]] || { echo "FAIL: rank 2's process not found"; exit 1; }
+t0=$(date +%s)
+kill -9 "$victim"
+finish group "$t0" 15
+for r in 0 1; do
+  check group $r 'PeerLost.*rank 0 of group [0-9]* \[2, 1, 0\] (world rank 2) (pid [0-9]* on host emulated-host-b) lost its connection' 15
+done
+echo "3. host B goes silent (rank 2 alive)"
 start silent $((port + 1))
 running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/silent.*; exit 1; }
 t0=$(date +%s)
@@ -110,4 +123,5 @@ ip netns exec "${ns[0]}" nft add rule inet gwlost out oifname "$dev" drop
 finish silent "$t0" 40
 for r in 0 1; do check silent $r 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection' 40; done
 check silent 2 'PeerLost.*rank 0' 40
+
 echo "a lost rank on another host: PeerLost naming it on every survivor, before the deadline"
