@@ -396,9 +396,10 @@ namespace {
 // rank, pid, host. If its process dies (its kernel closes the connection) or
 // its host or link goes silent (rank 0's kernel gives up on the connection
 // within kLivenessTimeout, Note [store liveness]), the store writes the key;
-// every watchdog reads it in its once-a-second exchange, and a world
+// the world's watchdog reads it in its once-a-second exchange, and a
 // collective still running kDeadPeerGrace after that fails with PeerLost
-// naming the rank, as a dead local peer does. A collective that is not
+// naming the rank, as a dead local peer does: the world's, or a group's
+// that has the rank among its members (set_world_ranks). A collective that is not
 // running is left alone (the rank may have finished and exited without
 // closing its communicator); the next one that waits for the lost rank
 // fails the same way. The lost rank itself, if alive behind a dead link,
