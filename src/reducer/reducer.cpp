@@ -213,10 +213,18 @@ void Reducer::Impl::claim(size_t i, uint8_t state) {
           "steps)", where(), name_of(i), expected == kReady ? "ready" : "unused",
           state == kReady ? "ready" : "unused");
   }
+  // The step's first timestamp is read before the claim: read after it, a
+  // thread preempted between the two could stamp "first ready" after
+  // another thread had completed a Bucket and launched it (StepStats said a
+  // Bucket launched before any gradient was ready; seen under ASan). Only a
+  // thread that may be first pays for the clock.
+  const int64_t now = ready_count_.load() == 0
+                          ? StepStats::TimePoint::clock::now().time_since_epoch().count()
+                          : 0;
   const size_t pos = ready_count_.fetch_add(1);
   ready_order_[pos] = i;
   if (pos == 0) {
-    first_ready_ns_.store(StepStats::TimePoint::clock::now().time_since_epoch().count());
+    first_ready_ns_.store(now);
     stall_->step_started(step_);
   }
 }
