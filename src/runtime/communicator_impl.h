@@ -91,29 +91,24 @@ class CommunicatorImpl {
   const std::shared_ptr<Watchdog::Shared> watchdog_state = std::make_shared<Watchdog::Shared>();
   // The communicator's rank in the world, for messages and dumps.
   int world_rank = 0;
-  // Note [a dead peer on this host] (runtime/watchdog.h): per rank, the pid
-  // the watchdog may check (0: not on this machine, or this rank).
-  void set_local_pids(std::vector<int> pids) {
+  // What the watchdog knows of each rank, set once after creation (its
+  // thread already runs, hence the lock): the pid it may check (Note [a
+  // dead peer on this host]; 0: not on this machine, or this rank) and the
+  // rank's rank in the world (Note [a lost rank on another host]; empty:
+  // the identity, as for the world itself).
+  struct Members {
+    std::vector<int> local_pids, world_ranks;
+  };
+  void set_members(Members m) {
     std::lock_guard<std::mutex> lk(watchdog_state->mu);
-    local_pids_ = std::move(pids);
+    members_ = std::move(m);
   }
-  std::vector<int> local_pids() {
+  Members members() {
     std::lock_guard<std::mutex> lk(watchdog_state->mu);
-    return local_pids_;
+    return members_;
   }
   // The watchdog's view, read under watchdog_state->mu.
-  const std::vector<int>& local_pids_locked() const { return local_pids_; }
-  // Note [a lost rank on another host]: per rank, its rank in the world
-  // (empty: the identity, as for the world itself).
-  void set_world_ranks(std::vector<int> ranks) {
-    std::lock_guard<std::mutex> lk(watchdog_state->mu);
-    world_ranks_ = std::move(ranks);
-  }
-  std::vector<int> world_ranks() {
-    std::lock_guard<std::mutex> lk(watchdog_state->mu);
-    return world_ranks_;
-  }
-  const std::vector<int>& world_ranks_locked() const { return world_ranks_; }
+  const Members& members_locked() const { return members_; }
 
   const Options options;
   const int rank, size;
@@ -172,8 +167,7 @@ class CommunicatorImpl {
   std::atomic<shared::Windows*> active_windows_{nullptr};
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
-  std::vector<int> local_pids_;  // guarded by watchdog_state->mu
-  std::vector<int> world_ranks_;  // likewise
+  Members members_;  // guarded by watchdog_state->mu
   std::string abort_reason_;
   // Before the engine: its thread uses it until it exits.
   PointToPoint p2p_{*this};

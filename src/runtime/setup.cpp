@@ -192,7 +192,7 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
 
   auto impl = std::make_unique<CommunicatorImpl>(options, rank, size, "world", std::move(boot),
                                                  std::move(transport), fabric.iface);
-  impl->set_local_pids(local_pids(processes, rank));
+  impl->set_members({local_pids(processes, rank), {}});
   // Proves every rank is reachable over the fabric before training starts;
   // a failure names the rank that did not answer.
   impl->submit(CollectiveCall::barrier(),
@@ -238,14 +238,13 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
                                                  name, nullptr, std::move(tr), fabric.iface);
   impl->world_rank = parent.world_rank;
   {
-    const std::vector<int> parents = parent.local_pids();
-    std::vector<int> mine;
-    for (int r : members) mine.push_back(parents.empty() ? 0 : parents[size_t(r)]);
-    impl->set_local_pids(std::move(mine));
-    const std::vector<int> parent_world = parent.world_ranks();
-    std::vector<int> world;
-    for (int r : members) world.push_back(parent_world.empty() ? r : parent_world[size_t(r)]);
-    impl->set_world_ranks(std::move(world));
+    const CommunicatorImpl::Members up = parent.members();
+    CommunicatorImpl::Members mine;
+    for (int r : members) {
+      mine.local_pids.push_back(up.local_pids.empty() ? 0 : up.local_pids[size_t(r)]);
+      mine.world_ranks.push_back(up.world_ranks.empty() ? r : up.world_ranks[size_t(r)]);
+    }
+    impl->set_members(std::move(mine));
   }
   impl->submit(CollectiveCall::barrier(),
                [](collectives::Context& ctx) { collectives::barrier(ctx); },

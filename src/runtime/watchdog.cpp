@@ -135,19 +135,21 @@ void exchange_status(bootstrap::Store& store, int my_rank, int world_size) {
   s.others = std::move(others);
 }
 
+// A whole decimal int, or nothing. from_chars, not atoi: atoi's result on
+// an out-of-range number is undefined.
+std::optional<int> integer(std::string_view t) {
+  int x = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return x;
+}
+
 }  // namespace
 
 std::optional<FailureReport> parse_failure_report(std::string_view value) {
   const size_t sep = value.find('\x1f');
   const size_t sep2 = sep == std::string_view::npos ? sep : value.find('\x1f', sep + 1);
   if (sep2 == std::string_view::npos) return std::nullopt;
-  // from_chars, not atoi: atoi's result on an out-of-range number is undefined.
-  auto integer = [](std::string_view t) -> std::optional<int> {
-    int x = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
-    return x;
-  };
   const auto rank = integer(value.substr(0, sep));
   const auto code = integer(value.substr(sep + 1, sep2 - sep - 1));
   if (!rank || !code || *rank < 0) return std::nullopt;
@@ -270,15 +272,9 @@ std::optional<LostRank> parse_lost_rank(std::string_view value) {
   const size_t a = value.find('\x1f');
   const size_t b = a == std::string_view::npos ? a : value.find('\x1f', a + 1);
   if (b == std::string_view::npos) return std::nullopt;
-  auto integer = [](std::string_view t) -> std::optional<int> {
-    int x = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size() || x < 0) return std::nullopt;
-    return x;
-  };
   const auto rank = integer(value.substr(0, a));
   const auto pid = integer(value.substr(a + 1, b - a - 1));
-  if (!rank || !pid) return std::nullopt;
+  if (!rank || !pid || *rank < 0 || *pid < 0) return std::nullopt;
   LostRank l;
   l.rank = *rank;
   l.pid = *pid;
@@ -399,8 +395,8 @@ namespace {
 // the world's watchdog reads it in its once-a-second exchange, and a
 // collective still running kDeadPeerGrace after that fails with PeerLost
 // naming the rank, as a dead local peer does: the world's, or a group's
-// that has the rank among its members (set_world_ranks). A collective that is not
-// running is left alone (the rank may have finished and exited without
+// that has the rank among its members (set_members). A collective that is
+// not running is left alone (the rank may have finished and exited without
 // closing its communicator); the next one that waits for the lost rank
 // fails the same way. The lost rank itself, if alive behind a dead link,
 // loses the store too and reports rank 0 (Note [the store host is gone]).
@@ -549,7 +545,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         if (!running_label.empty()) {
           const auto now = steady_clock::now();
           if (dead_rank < 0) {
-            const auto& pids = comm->local_pids_locked();
+            const auto& pids = comm->members_locked().local_pids;
             for (size_t r = 0; r < pids.size(); ++r) {
               if (pids[r] > 0 && !process_alive(pids[r])) {
                 dead_rank = int(r);
@@ -561,7 +557,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
             if (dead_rank < 0) {
               // A world rank; a group's watchdog looks it up among its members.
               if (auto lost = job::lost_rank()) {
-                const auto& world = comm->world_ranks_locked();
+                const auto& world = comm->members_locked().world_ranks;
                 int r = world.empty() ? lost->rank : -1;
                 for (size_t i = 0; i < world.size(); ++i) {
                   if (world[i] == lost->rank) r = int(i);

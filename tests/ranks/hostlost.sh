@@ -91,27 +91,26 @@ check() {  # phase rank pattern limit
 # done: the workload prints nothing before failing, so give it time).
 running() { sleep 6; for p in "${pids[@]}"; do kill -0 "$p" 2> /dev/null || return 1; done; }
 
+# kill_rank2 PHASE PORT PATTERN: the three ranks run, rank 2 is SIGKILLed,
+# ranks 0 and 1 must report PATTERN within 15 s.
+kill_rank2() {
+  local phase=$1 master_port=$2 pattern=$3 victim t0 r
+  start "$phase" "$master_port"
+  running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp/$phase".*; exit 1; }
+  victim=$(workload_pid)
+  [[ -n "$victim" ]] || { echo "FAIL: rank 2's process not found"; exit 1; }
+  t0=$(date +%s)
+  kill -9 "$victim"
+  finish "$phase" "$t0" 15
+  for r in 0 1; do check "$phase" $r "$pattern" 15; done
+}
+
 echo "1. rank 2 (host B) is killed"
-start kill $port
-running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/kill.*; exit 1; }
-victim=$(workload_pid)
-[[ -n "$victim" ]] || { echo "FAIL: rank 2's process not found"; exit 1; }
-t0=$(date +%s)
-kill -9 "$victim"
-finish kill "$t0" 15
-for r in 0 1; do check kill $r 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection' 15; done
+kill_rank2 kill $port 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection'
 
 echo "2. rank 2 is killed while a group's allreduces run"
-NETFAULT_GROUP=1 start group $((port + 2))
-running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/group.*; exit 1; }
-victim=$(workload_pid)
-[[ -n "$victim" ]] || { echo "FAIL: rank 2's process not found"; exit 1; }
-t0=$(date +%s)
-kill -9 "$victim"
-finish group "$t0" 15
-for r in 0 1; do
-  check group $r 'PeerLost.*rank 0 of group [0-9]* \[2, 1, 0\] (world rank 2) (pid [0-9]* on host emulated-host-b) lost its connection' 15
-done
+NETFAULT_GROUP=1 kill_rank2 group $((port + 2)) \
+  'PeerLost.*rank 0 of group [0-9]* \[2, 1, 0\] (world rank 2) (pid [0-9]* on host emulated-host-b) lost its connection'
 echo "3. host B goes silent (rank 2 alive)"
 start silent $((port + 1))
 running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/silent.*; exit 1; }

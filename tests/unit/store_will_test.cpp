@@ -67,9 +67,9 @@ TEST(StoreWill, AClientThatClosesCleanlyWithdrawsIt) {
     EXPECT_TRUE(c->set_will("lost", "rank 1, again"));  // replaces, on the same connection
     c->set("other", "x");  // ordinary requests leave the will alone
   }
-  // Whatever the server did with the closed connection, it has done by the
-  // time it answers a later client (one thread serves every connection, in
-  // order of arrival; the close came first).
+  // The withdrawal was answered before the destructor returned; the sleep
+  // lets the server see the close too, so that a will left in place would
+  // have been written by the time we look (this is what could fail).
   std::this_thread::sleep_for(200ms);
   auto reader = client(port);
   EXPECT_EQ(reader->get("other", Deadline::after(1s), "x"), "x");
