@@ -1,5 +1,6 @@
 """SIGTERM ends a rank of the torch backend with the default status, idle,
-in a collective and while exiting (sigterm_driver.py, 50 rounds each)."""
+in a collective and while exiting (sigterm_driver.py, GW_SIGTERM_ROUNDS rounds
+each: 50 by default, 20 in ctest)."""
 import os
 import subprocess
 import sys
@@ -15,7 +16,8 @@ def test_sigterm_kills_with_the_default_status():
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
               "GRADWIRE_STORE_DIR", "TORCHELASTIC_RUN_ID"):
         env.pop(k, None)
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "sigterm_driver.py"), "50"],
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "sigterm_driver.py"),
+                           os.environ.get("GW_SIGTERM_ROUNDS", "50")],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900)
     tail = "\n".join(proc.stdout.splitlines()[-40:])
