@@ -39,7 +39,7 @@ const std::string& WorkState::description() const {
   return description_;
 }
 
-void WorkState::reuse(CallText text) {
+void WorkState::reuse(const CallText& text) {
   phase = Phase::Queued;
   started = {};
   error = nullptr;
@@ -50,7 +50,7 @@ void WorkState::reuse(CallText text) {
   callbacks.clear();
   described_.store(false, std::memory_order_relaxed);
   description_.clear();
-  text_ = std::move(text);
+  text_ = text;
 }
 
 void WorkState::mark_started() {

@@ -85,7 +85,10 @@ struct WorkState {
 
   // Makes a finished state that nothing else holds new again, for the
   // next collective (Note [the lean inline path] in runtime/communicator.cpp).
-  void reuse(CallText text);
+  // Copies field by field into the strings' existing storage: moving a
+  // CallText moves three strings, which cost more than the rest of the
+  // reuse together (Note [the lean inline path]).
+  void reuse(const CallText& text);
 
   void mark_started();
   // Records the outcome, wakes waiters, then runs the callbacks (outside the

@@ -79,6 +79,7 @@ void Recorder::configure(size_t entries, std::string dir, int world_rank, int wo
   world_rank_ = world_rank;
   world_size_ = world_size;
   if (entries > 0) slots_ = std::make_unique<Slot[]>(entries);
+  mask_ = entries && (entries & (entries - 1)) == 0 ? entries - 1 : 0;
   capacity_ = entries;  // published last: the hot path checks it first
 }
 
@@ -91,7 +92,7 @@ uint16_t Recorder::register_comm(const std::string& name, int rank, int size) {
 uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& info) {
   if (capacity_ == 0) return 0;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Slot& s = slots_[id % capacity_];
+  Slot& s = slot(id);
   constexpr auto r = std::memory_order_relaxed;
   s.id.store(0, r);
   s.seq.store(seq, r);
@@ -110,17 +111,18 @@ uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& inf
   return id;
 }
 
-void Recorder::started(uint64_t id) {
+void Recorder::started(uint64_t id, bool at_queue_time) {
   if (id == 0) return;
-  Slot& s = slots_[id % capacity_];
+  Slot& s = slot(id);
   if (s.id.load(std::memory_order_acquire) != id) return;  // overwritten: N newer records
-  s.started_us.store(now_us(), std::memory_order_relaxed);
+  s.started_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed) : now_us(),
+                     std::memory_order_relaxed);
   s.state.store(uint8_t(State::Started), std::memory_order_relaxed);
 }
 
 void Recorder::done(uint64_t id, bool ok) {
   if (id == 0) return;
-  Slot& s = slots_[id % capacity_];
+  Slot& s = slot(id);
   if (s.id.load(std::memory_order_acquire) != id) return;
   s.done_us.store(now_us(), std::memory_order_relaxed);
   s.state.store(uint8_t(ok ? State::Completed : State::Failed), std::memory_order_relaxed);
@@ -166,7 +168,7 @@ std::string Recorder::to_json(const std::string& reason) const {
   const uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
   bool any = false;
   for (uint64_t id = first; capacity_ > 0 && id <= last; ++id) {
-    const Slot& s = slots_[id % capacity_];
+    const Slot& s = slot(id);
     constexpr auto r = std::memory_order_relaxed;
     if (s.id.load(std::memory_order_acquire) != id) continue;
     std::string e = fmt::format(

@@ -45,7 +45,7 @@ class Mapping {
 // seq1 is stored last (a release store), so a peer that waits for it reads
 // one line, not a flag's and then the descriptor's (two or three cross-core
 // misses, the cost of a small collective on this VM).
-struct alignas(128) Descriptor {
+struct alignas(64) Descriptor {
   static constexpr uint32_t kNoWindow = UINT32_MAX;
   uint64_t seq1 = 0;  // sequence number + 1 (0: never written)
   uint8_t kind = 0;   // CollectiveOp
@@ -61,11 +61,19 @@ struct alignas(128) Descriptor {
   static constexpr size_t kInlineBytes = 16;
   std::byte data[kInlineBytes] = {};
 };
-// 128: the line and its neighbour. CPUs may fetch lines in aligned pairs
-// (the adjacent-line prefetcher); then a broadcast root writing descriptor
-// i + 1 while a reader reads descriptor i would contend for one pair. (Not
-// measurable on this VM either way; 2 KiB per rank.)
-static_assert(sizeof(Descriptor) == 128, "a descriptor is a pair of cache lines of its own");
+static_assert(sizeof(Descriptor) == 64, "a descriptor is one cache line");
+// In the control segment each descriptor has a pair of lines of its own:
+// CPUs may fetch lines in aligned pairs (the adjacent-line prefetcher);
+// then a broadcast root writing descriptor i + 1 while a reader reads
+// descriptor i would contend for one pair. (Not measurable on this VM
+// either way; 2 KiB per rank.) The padding is the slot's, not the type's:
+// a 128-byte-aligned Descriptor on the stack (a copy, a default one) is
+// zeroed with `rep stosq`, whose start-up stalled the next store for about
+// 8 % of a broadcast root's call on this AMD VM (issue 18); 64 bytes are
+// four vector stores.
+struct alignas(128) DescriptorSlot {
+  Descriptor d;
+};
 
 // One per rank, in that rank's control segment. Flags sit on their own pair
 // of cache lines (see Descriptor): every peer polls them.
@@ -91,7 +99,7 @@ struct Control {
   // results of round g are (reduce_scatter and allgather, which stage no
   // results, raise it to 2g + 2 at once).
   alignas(128) std::atomic<uint64_t> progress{0};
-  alignas(128) Descriptor desc[kDepth];            // indexed by seq % kDepth
+  DescriptorSlot desc[kDepth];            // indexed by seq % kDepth
 };
 
 // Note [small collectives] in collectives/small.cpp: each rank's control

@@ -76,18 +76,25 @@ CommunicatorImpl::~CommunicatorImpl() {
 }
 
 namespace {
-// Note [inline small collectives] in runtime/engine.h: set while a caller's
-// thread runs a collective; a wait there gives up after kInlineSpin and
+// Note [inline small collectives] in runtime/engine.h: a collective that
+// runs on its caller's thread (the task's `on_caller`, an argument rather
+// than a thread_local: a library's TLS read is a __tls_get_addr call, 2 %
+// of an 8-byte broadcast) waits with a spin budget: it gives up after kInlineSpin and
 // hands the rest to the engine thread, so a call never blocks its caller on
 // a late peer for long. Longer than a thread wake-up (~10 us here): a peer
 // whose last collective ended on its engine thread is that much late, and a
 // shorter budget made both ranks hand off on every call in turn (7-11 us a
 // collective instead of 1-2).
-thread_local bool t_on_caller = false;
 constexpr std::chrono::microseconds kInlineSpin{200};
 // Note [inline copy collectives] in start(): one staging half, about 50-100
 // us of copying here.
 constexpr size_t kInlineCopyBytes = shared::kStageBytes;
+
+// A task of submit_task as the engine thread runs it: never on a caller's thread.
+template <class F>
+Engine::Task on_engine(F task) {
+  return [task = std::move(task)](detail::WorkState& work) mutable { task(work, false); };
+}
 }  // namespace
 
 // Note [the lean inline path]: a small collective on the caller's thread
@@ -105,16 +112,16 @@ constexpr size_t kInlineCopyBytes = shared::kStageBytes;
 //  - Work::wait() and test() read an atomic `done` before taking the lock;
 //  - the small path reads the control segments' windows through a pointer
 //    cached once they exist (active_windows), not under shared_mu.
-std::shared_ptr<detail::WorkState> CommunicatorImpl::state_for(detail::CallText text) {
+std::shared_ptr<detail::WorkState> CommunicatorImpl::state_for(const detail::CallText& text) {
   if (spare_state_ && spare_state_.use_count() == 1) {
     // Every other holder (a Work, the engine, the watchdog) let go with an
     // acq_rel decrement; this fence orders their last reads before our
     // writes.
     std::atomic_thread_fence(std::memory_order_acquire);
-    spare_state_->reuse(std::move(text));
+    spare_state_->reuse(text);
     return spare_state_;
   }
-  spare_state_ = std::make_shared<detail::WorkState>(std::move(text), options.timeout);
+  spare_state_ = std::make_shared<detail::WorkState>(text, options.timeout);
   return spare_state_;
 }
 
@@ -148,7 +155,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   }
   text.seq = seq;
   text.call = info;
-  std::shared_ptr<detail::WorkState> state = state_for(std::move(text));
+  std::shared_ptr<detail::WorkState> state = state_for(text);
   // Note [recording is a few stores] in diag/flight_recorder.h.
   const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
   const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
@@ -157,15 +164,17 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   // recorded as started once.
   auto task = [this, seq, record, info, queued_us, label_name = std::string(label.name),
                fn = std::move(fn), begun = false, deadline = Deadline::never(),
-               started_us = int64_t(0)](detail::WorkState& work) mutable {
+               started_us = int64_t(0)](detail::WorkState& work, bool on_caller) mutable {
     const auto what = [&work]() -> const std::string& { return work.description(); };
     const std::string_view op = label_name.empty() ? info.name() : std::string_view(label_name);
     auto& recorder = fr::Recorder::instance();
     const bool resumed = begun;
     if (!begun) {
       begun = true;
-      recorder.started(record);
-      deadline = Deadline::after_coarse(options.timeout);  // Note [coarse clock]
+      recorder.started(record, on_caller);
+      // Note [coarse clock]: from when the engine or the caller marked the
+      // state started, on this thread, a moment ago (one clock read less).
+      deadline = Deadline(work.started + options.timeout);
       // The timeline (diag/trace.h): queued and running phases of each collective.
       started_us = queued_us ? trace::now_us() : 0;
     }
@@ -185,7 +194,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
     ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
     ctx.set_side_progress(&p2p_.side_progress());
-    if (t_on_caller) ctx.set_spin_budget(kInlineSpin);
+    if (on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
       if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
         raise(ErrorCode::Aborted, "{} did not run: {}", what(), job::failure_reason());
@@ -232,26 +241,23 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     if (engine_->claim_inline(state)) {
       lk.unlock();
       std::exception_ptr err;
-      t_on_caller = true;
       try {
-        task(*state);
+        task(*state, /*on_caller=*/true);
       } catch (const collectives::WouldBlock&) {
         // A peer is not there yet: the engine goes on with it, before
         // anything queued meanwhile, and the caller gets a pending Work.
-        t_on_caller = false;
-        engine_->resume(state, Engine::Task(std::move(task)));
+        engine_->resume(state, on_engine(std::move(task)));
         return Work(state);
       } catch (...) {
         err = std::current_exception();
       }
-      t_on_caller = false;
       state->finish(err);
       engine_->release_inline();
       return Work(state);
     }
     state->phase = detail::WorkState::Phase::Queued;
   }
-  engine_->submit(state, Engine::Task(std::move(task)));
+  engine_->submit(state, on_engine(std::move(task)));
   return Work(state);
 }
 

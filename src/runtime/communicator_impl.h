@@ -155,7 +155,7 @@ class CommunicatorImpl {
   Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok);
   // A finished WorkState that nothing else holds is reused by the next
   // submission (Note [the lean inline path]); under submit_mu_.
-  std::shared_ptr<detail::WorkState> state_for(detail::CallText text);
+  std::shared_ptr<detail::WorkState> state_for(const detail::CallText& text);
 
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).

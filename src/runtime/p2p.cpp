@@ -148,7 +148,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   text.call.count = count;
   text.call.dtype = dtype;
   std::unique_lock<std::mutex> lk(mail_->mu);
-  OpPtr item = op_for(std::move(text));
+  OpPtr item = op_for(text);
   // By reference: `item` keeps it alive, and a copy here was two more atomic
   // read-modify-writes per message.
   detail::WorkState& state = *item->state;
@@ -198,7 +198,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
   return Work(item->state);
 }
 
-PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
+PointToPoint::OpPtr PointToPoint::op_for(const detail::CallText& text) {
   // Note [the lean inline path] in runtime/communicator.cpp, for messages:
   // an operation (and its WorkState) that nothing but this pool holds any
   // more is reset and used again, so that a ping-pong allocates nothing.
@@ -209,7 +209,7 @@ PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
         // The last other holder let go with an acq_rel decrement.
         std::atomic_thread_fence(std::memory_order_acquire);
         std::shared_ptr<detail::WorkState> state = std::move(spare->state);
-        state->reuse(std::move(text));
+        state->reuse(text);
         spare->reset_for_mail();
         spare->state = std::move(state);
         return spare;
@@ -217,7 +217,7 @@ PointToPoint::OpPtr PointToPoint::op_for(detail::CallText text) {
     }
   }
   auto item = std::make_shared<Op>();
-  item->state = std::make_shared<detail::WorkState>(std::move(text), comm_.options.timeout);
+  item->state = std::make_shared<detail::WorkState>(text, comm_.options.timeout);
   if (mode_ == Mode::Mailbox) {
     item->state->progress = mail_;
     spares_[next_spare_++ % spares_.size()] = item;

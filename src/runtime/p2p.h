@@ -269,7 +269,7 @@ class PointToPoint {
   Work post(bool is_send, void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
             int* source);
   // Under mu: a fresh or reused operation whose WorkState describes `text`.
-  OpPtr op_for(detail::CallText text);
+  OpPtr op_for(const detail::CallText& text);
   // Under mu: decides the mode on the first post (the windows are set up
   // when the communicator is made, alike on every rank).
   Mode mode();
