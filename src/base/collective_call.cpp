@@ -121,12 +121,12 @@ void validate(const CollectiveCall& c, int rank, int size) {
   // its offset inside the full buffer; any other overlap is refused.
   const void* in_place = c.recv;
   const char* rule = "send == recv";
-  const size_t shard_at = shard_offset(c.count, size, rank) * es;
+  // (The shard's offset only where it is used: two 64-bit divisions.)
   if (c.op == CollectiveOp::ReduceScatter) {
-    in_place = at(c.send, shard_at);
+    in_place = at(c.send, shard_offset(c.count, size, rank) * es);
     rule = "recv == send + shard_offset(count, size, rank)";
   } else if (c.op == CollectiveOp::Allgather) {
-    in_place = at(c.recv, shard_at);
+    in_place = at(c.recv, shard_offset(c.count, size, rank) * es);
     rule = "send == recv + shard_offset(count, size, rank)";
   } else if (c.op == CollectiveOp::Gather) {
     in_place = at(c.recv, size_t(rank) * c.count * es);

@@ -120,11 +120,12 @@ void Recorder::started(uint64_t id, bool at_queue_time) {
   s.state.store(uint8_t(State::Started), std::memory_order_relaxed);
 }
 
-void Recorder::done(uint64_t id, bool ok) {
+void Recorder::done(uint64_t id, bool ok, bool at_queue_time) {
   if (id == 0) return;
   Slot& s = slot(id);
   if (s.id.load(std::memory_order_acquire) != id) return;
-  s.done_us.store(now_us(), std::memory_order_relaxed);
+  s.done_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed) : now_us(),
+                  std::memory_order_relaxed);
   s.state.store(uint8_t(ok ? State::Completed : State::Failed), std::memory_order_relaxed);
 }
 

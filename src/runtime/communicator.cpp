@@ -228,7 +228,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       fail_communicator(e.what(), seq, ErrorCode::Internal);
       raise(ErrorCode::Internal, "{}: {}", what(), e.what());
     }
-    recorder.done(record, true);
+    recorder.done(record, true, on_caller);
     trace_end(true);
   };
   // Note [inline small collectives] in runtime/engine.h. Claimed under
@@ -247,18 +247,18 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
         // A peer is not there yet: the engine goes on with it, before
         // anything queued meanwhile, and the caller gets a pending Work.
         engine_->resume(state, on_engine(std::move(task)));
-        return Work(state);
+        return Work(std::move(state));
       } catch (...) {
         err = std::current_exception();
       }
       state->finish(err);
       engine_->release_inline();
-      return Work(state);
+      return Work(std::move(state));
     }
     state->phase = detail::WorkState::Phase::Queued;
   }
   engine_->submit(state, on_engine(std::move(task)));
-  return Work(state);
+  return Work(std::move(state));
 }
 
 void CommunicatorImpl::fail_communicator(const std::string& reason, uint32_t seq,
