@@ -14,21 +14,6 @@ using shared::Descriptor;
 
 namespace {
 
-// Note [owning the next line early]: the descriptor line this rank writes
-// next was last read by its peers kDepth handshakes ago, so they still hold
-// copies, and the first store into it must invalidate them: a cross-core
-// round trip, which the next locked instruction (a mutex of the call path)
-// waits for: about a tenth of a broadcast root's call (issue 18). Asking for
-// the line now, for writing, overlaps that round trip with the rest of this
-// call and the caller's work.
-inline void prefetch_for_write(const void* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetchw (%0)" : : "r"(p));
-#else
-  __builtin_prefetch(p, 1, 3);
-#endif
-}
-
 CollectiveCall call_of(const Descriptor& d) {
   return CollectiveCall::from_wire(d.kind, d.dtype, d.op, d.root, d.count);
 }
@@ -96,7 +81,6 @@ void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
               sizeof(Descriptor) - sizeof(d.seq1));
   __atomic_store_n(&d.seq1, seq1, __ATOMIC_RELEASE);
   me.arrived.store(seq1, std::memory_order_release);
-  prefetch_for_write(&me.desc[(seq1 + 1) % shared::kDepth].d);
 }
 
 Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
