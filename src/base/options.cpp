@@ -31,6 +31,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_TRACE_DIR",       "GRADWIRE_HIERARCHICAL", "GRADWIRE_HOST_ID",
     "GRADWIRE_DEVICE_PATH",     "GRADWIRE_LIBFABRIC",  // transport/ofi/library.cpp
     "GRADWIRE_JOB_SECRET",      "GRADWIRE_REQUIRE_SECRET", "GRADWIRE_STORE_BIND",  // bootstrap
+    "GRADWIRE_LIVENESS_S",      // bootstrap/socket.cpp (Note [store liveness])
     "GRADWIRE_HEALTHCHECK_INJECT",  // read by tools/gradwire-healthcheck (a test hook)
     "GRADWIRE_SHM_RECLAIM",         // base/shm_reclaim.cpp
     "GRADWIRE_SHM_COLLECTIVES",     "GRADWIRE_P2P_SINGLE_COPY",
@@ -63,7 +64,7 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
     "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
     "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
-    "GRADWIRE_ELASTIC_SETTLE_S"};
+    "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);

@@ -7,11 +7,16 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "base/env_values.h"
+#include "base/errors.h"
 
 namespace gradwire::bootstrap {
 
@@ -167,10 +172,29 @@ IoStatus recv_all(int fd, void* data, size_t len, Deadline deadline, int* err) {
   return IoStatus::Ok;
 }
 
+std::chrono::milliseconds liveness_timeout() {
+  // Read for every new connection (a few per rank and job: not worth a
+  // cache). A bad value raises on the caller's thread first: a store
+  // connects on it before its server's thread accepts anything.
+  std::chrono::milliseconds t = kDefaultLivenessTimeout;
+  if (const char* v = std::getenv("GRADWIRE_LIVENESS_S"); v && *v) {
+    t = env::parse_seconds("GRADWIRE_LIVENESS_S", v, /*zero_allowed=*/false);
+    if (t < std::chrono::seconds(1)) {
+      raise(ErrorCode::InvalidArgument, "GRADWIRE_LIVENESS_S='{}' is below 1 s: TCP keepalive "
+            "probes at most once a second, so a shorter timeout would report live ranks lost", v);
+    }
+  }
+  return t;
+}
+
 void watch_liveness(int fd) {
-  int one = 1, idle = 2, interval = 2, count = 4;
-  unsigned user_timeout_ms = unsigned(
-      std::chrono::duration_cast<std::chrono::milliseconds>(kLivenessTimeout).count());
+  const std::chrono::milliseconds timeout = liveness_timeout();
+  // Probe an idle connection from a fifth of the timeout on, every fifth
+  // (at least once a second): TCP_USER_TIMEOUT, which with keepalive also
+  // bounds the unanswered probes, ends it at the timeout.
+  const int probe_s = int(std::max<int64_t>(1, timeout.count() / 5000));
+  int one = 1, idle = probe_s, interval = probe_s, count = 4;
+  unsigned user_timeout_ms = unsigned(std::min<int64_t>(timeout.count(), UINT_MAX));
   // Best effort: a socket that refuses these still works, it is only
   // watched less closely.
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));

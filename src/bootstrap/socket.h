@@ -86,7 +86,7 @@ UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err);
 
 // Note [store liveness]: a store connection whose peer shows no sign of
 // life (no data, no ACK, no answer to a keepalive probe) for
-// kLivenessTimeout is reported dead by the kernel (the next read or poll
+// liveness_timeout() is reported dead by the kernel (the next read or poll
 // fails with ETIMEDOUT). Without it, a peer host that vanished (power, a
 // dead link: nothing is sent, not even a FIN) left a waiting rank blocked
 // for its whole deadline and rank 0 holding the dead rank's connection
@@ -94,7 +94,15 @@ UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err);
 // unacknowledged data and, with keepalive, the probing itself. A live peer's
 // kernel answers probes even while the process is stopped or busy, so a
 // slow rank is never taken for a dead one.
-constexpr std::chrono::seconds kLivenessTimeout{10};
+// The timeout is GRADWIRE_LIVENESS_S (seconds, at least 1; default 10): the
+// time a survivor needs to report a silent host as PeerLost (Note [a lost
+// rank on another host] in runtime/watchdog.cpp). Shorter finds a dead
+// host sooner; it must stay longer than the network's worst stall (a
+// switch failover, a congested link that drops a probe or two), or live
+// ranks are declared lost. A bad value is an InvalidArgument naming the
+// variable, raised where a store connection is made.
+constexpr std::chrono::seconds kDefaultLivenessTimeout{10};
+std::chrono::milliseconds liveness_timeout();
 void watch_liveness(int fd);
 
 // Milliseconds to hand to poll() so that it returns by `deadline`

@@ -44,7 +44,7 @@
 // connection may leave a will (WILL key value), and when that connection
 // ends without withdrawing it (the process died, so the kernel closed its
 // socket, or its host or the link went silent, which TCP keepalive on the
-// server's side turns into an error within kLivenessTimeout) the server
+// server's side turns into an error within liveness_timeout()) the server
 // writes value to key, unless key already exists (the first loss stays).
 // A client that closes cleanly withdraws its will first (WILL key ""). The
 // server stopping (rank 0 leaving) fires no will. What a will says and who

@@ -391,7 +391,7 @@ namespace {
 // last will] in src/bootstrap/tcp_store_server.h): "gradwire/lost" =
 // rank, pid, host. If its process dies (its kernel closes the connection) or
 // its host or link goes silent (rank 0's kernel gives up on the connection
-// within kLivenessTimeout, Note [store liveness]), the store writes the key;
+// within liveness_timeout(), Note [store liveness]), the store writes the key;
 // the world's watchdog reads it in its once-a-second exchange, and a
 // collective still running kDeadPeerGrace after that fails with PeerLost
 // naming the rank, as a dead local peer does: the world's, or a group's

@@ -13,7 +13,9 @@
 #  3. host B goes silent (nftables drops every packet on A's veth, both
 #     ways; rank 2 stays alive): ranks 0 and 1 fail with PeerLost naming
 #     rank 2, and rank 2 with PeerLost naming rank 0 (its store is gone),
-#     all within 40 s.
+#     all within 40 s;
+#  4. as 3 with GRADWIRE_LIVENESS_S=3 (Note [store liveness]): all within
+#     8 s (the default 10 s takes 9-13).
 # Skips (exit 77) without root, namespaces, veth, unshare or nftables.
 #
 #   hostlost.sh WORKLOAD
@@ -46,7 +48,8 @@ start() {
     local env=(env RANK=$r LOCAL_RANK=$((r % 2)) WORLD_SIZE=3 LOCAL_WORLD_SIZE=$((2 - h))
                MASTER_ADDR="${addr[0]}" MASTER_PORT=$master_port
                GRADWIRE_HOST_ID="emulated-host-$h" GRADWIRE_OFI_IFACE=$dev
-               GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=warn ${NETFAULT_GROUP:+NETFAULT_GROUP=1})
+               GRADWIRE_TIMEOUT_S=60 GRADWIRE_LOG_LEVEL=warn ${NETFAULT_GROUP:+NETFAULT_GROUP=1}
+               ${GRADWIRE_LIVENESS_S:+GRADWIRE_LIVENESS_S=$GRADWIRE_LIVENESS_S})
     if (( r < 2 )); then
       ip netns exec "${ns[0]}" "${env[@]}" timeout 300 "$workload" 1000000 > "$tmp/$phase.$r" 2>&1 &
     else
@@ -111,16 +114,30 @@ kill_rank2 kill $port 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) los
 echo "2. rank 2 is killed while a group's allreduces run"
 NETFAULT_GROUP=1 kill_rank2 group $((port + 2)) \
   'PeerLost.*rank 0 of group [0-9]* \[2, 1, 0\] (world rank 2) (pid [0-9]* on host emulated-host-b) lost its connection'
+# silence PHASE PORT LIMIT: the three ranks run, host B goes silent
+# (nftables drops every packet on A's veth, both ways); every rank must
+# report PeerLost within LIMIT s; then the link is opened again.
+silence() {
+  local phase=$1 master_port=$2 limit=$3 t0 r
+  start "$phase" "$master_port"
+  running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp/$phase".*; exit 1; }
+  t0=$(date +%s)
+  ip netns exec "${ns[0]}" nft add chain inet gwlost in '{ type filter hook input priority 0; }'
+  ip netns exec "${ns[0]}" nft add chain inet gwlost out '{ type filter hook output priority 0; }'
+  ip netns exec "${ns[0]}" nft add rule inet gwlost in iifname "$dev" drop
+  ip netns exec "${ns[0]}" nft add rule inet gwlost out oifname "$dev" drop
+  finish "$phase" "$t0" "$limit"
+  for r in 0 1; do
+    check "$phase" $r 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection' "$limit"
+  done
+  check "$phase" 2 'PeerLost.*rank 0' "$limit"
+  ip netns exec "${ns[0]}" nft delete table inet gwlost
+  ip netns exec "${ns[0]}" nft add table inet gwlost
+}
+
 echo "3. host B goes silent (rank 2 alive)"
-start silent $((port + 1))
-running || { echo "FAIL: a rank ended before the fault:"; cat "$tmp"/silent.*; exit 1; }
-t0=$(date +%s)
-ip netns exec "${ns[0]}" nft add chain inet gwlost in '{ type filter hook input priority 0; }'
-ip netns exec "${ns[0]}" nft add chain inet gwlost out '{ type filter hook output priority 0; }'
-ip netns exec "${ns[0]}" nft add rule inet gwlost in iifname "$dev" drop
-ip netns exec "${ns[0]}" nft add rule inet gwlost out oifname "$dev" drop
-finish silent "$t0" 40
-for r in 0 1; do check silent $r 'PeerLost.*rank 2 (pid [0-9]* on host emulated-host-b) lost its connection' 40; done
-check silent 2 'PeerLost.*rank 0' 40
+silence silent $((port + 1)) 40
+echo "4. host B goes silent, GRADWIRE_LIVENESS_S=3"
+GRADWIRE_LIVENESS_S=3 silence silent3 $((port + 3)) 8
 
 echo "a lost rank on another host: PeerLost naming it on every survivor, before the deadline"
