@@ -173,9 +173,8 @@ IoStatus recv_all(int fd, void* data, size_t len, Deadline deadline, int* err) {
 }
 
 std::chrono::milliseconds liveness_timeout() {
-  // Read for every new connection (a few per rank and job: not worth a
-  // cache). A bad value raises on the caller's thread first: a store
-  // connects on it before its server's thread accepts anything.
+  // Read for every new connection and server (a few per rank and job:
+  // not worth a cache).
   std::chrono::milliseconds t = kDefaultLivenessTimeout;
   if (const char* v = std::getenv("GRADWIRE_LIVENESS_S"); v && *v) {
     t = env::parse_seconds("GRADWIRE_LIVENESS_S", v, /*zero_allowed=*/false);
@@ -187,8 +186,7 @@ std::chrono::milliseconds liveness_timeout() {
   return t;
 }
 
-void watch_liveness(int fd) {
-  const std::chrono::milliseconds timeout = liveness_timeout();
+void watch_liveness(int fd, std::chrono::milliseconds timeout) {
   // Probe an idle connection from a fifth of the timeout on, every fifth
   // (at least once a second): TCP_USER_TIMEOUT, which with keepalive also
   // bounds the unanswered probes, ends it at the timeout.
@@ -213,7 +211,7 @@ UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err) {
   int one = 1;
   // Store frames are tiny request/response pairs; Nagle would add 40 ms.
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  watch_liveness(fd.get());  // Note [store liveness]
+  watch_liveness(fd.get(), liveness_timeout());  // Note [store liveness]
   int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len);
   if (rc == 0) return fd;
   if (errno != EINPROGRESS && errno != EINTR) {

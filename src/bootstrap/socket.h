@@ -100,10 +100,10 @@ UniqueFd try_connect(const SockAddr& addr, Deadline deadline, int* err);
 // host sooner; it must stay longer than the network's worst stall (a
 // switch failover, a congested link that drops a probe or two), or live
 // ranks are declared lost. A bad value is an InvalidArgument naming the
-// variable, raised where a store connection is made.
+// variable, raised on the thread that connects or creates the server.
 constexpr std::chrono::seconds kDefaultLivenessTimeout{10};
 std::chrono::milliseconds liveness_timeout();
-void watch_liveness(int fd);
+void watch_liveness(int fd, std::chrono::milliseconds timeout);
 
 // Milliseconds to hand to poll() so that it returns by `deadline`
 // (clamped to int; -1 never happens because deadlines are finite or capped).

@@ -147,7 +147,8 @@ size_t max_pending() {
 // All mutable state of the server thread.
 class Loop {
  public:
-  Loop(std::string where, const std::string& secret) : where_(std::move(where)), secret_(secret) {}
+  Loop(std::string where, const std::string& secret, std::chrono::milliseconds liveness)
+      : where_(std::move(where)), secret_(secret), liveness_(liveness) {}
 
   void accept_from(int listener) {
     for (;;) {
@@ -174,7 +175,7 @@ class Loop {
       }
       Client c;
       c.fd.reset(fd);
-      watch_liveness(fd);  // Note [store liveness]
+      watch_liveness(fd, liveness_);  // Note [store liveness]
       c.peer = peer_name(ss);
       c.source = source_name(ss);
       c.handshake = std::make_unique<ServerHandshake>(secret_);
@@ -464,6 +465,7 @@ class Loop {
 
   std::string where_;
   const std::string& secret_;
+  const std::chrono::milliseconds liveness_;
   Clock::time_point warn_window_{};
   int warnings_logged_ = 0, warnings_unlogged_ = 0;
   // Clients still in the handshake, by source address; ids grow with
@@ -486,7 +488,8 @@ std::atomic<int64_t> g_linger_cap_ms{-1};
 
 Server::Server(const std::string& host, uint16_t port, std::chrono::milliseconds linger,
                std::string secret)
-    : host_(host), port_(port), linger_(linger), secret_(std::move(secret)) {
+    : host_(host), port_(port), linger_(linger), secret_(std::move(secret)),
+      liveness_(liveness_timeout()) {
   std::string where = host_port(host, port);
   std::string gai_error;
   auto addrs = resolve_tcp(host, port, &gai_error);
@@ -545,7 +548,7 @@ Server::~Server() {
 void Server::run() noexcept {
   std::string where = host_port(host_, port_);
   try {
-    Loop loop(where, secret_);
+    Loop loop(where, secret_, liveness_);
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
     bool lingering = false;

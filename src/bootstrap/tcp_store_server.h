@@ -90,6 +90,9 @@ class Server {
   uint16_t port_;
   std::chrono::milliseconds linger_;
   std::string secret_;
+  // Note [store liveness]: read on the thread that creates the server, so
+  // that a bad GRADWIRE_LIVENESS_S is raised there, not in the loop.
+  std::chrono::milliseconds liveness_;
   std::vector<UniqueFd> listeners_;
   UniqueFd wake_;  // eventfd: the destructor writes to it to end poll()
   std::atomic<bool> stopping_{false};

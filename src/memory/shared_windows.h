@@ -68,9 +68,9 @@ static_assert(sizeof(Descriptor) == 64, "a descriptor is one cache line");
 // descriptor i would contend for one pair. (Not measurable on this VM
 // either way; 2 KiB per rank.) The padding is the slot's, not the type's:
 // a 128-byte-aligned Descriptor on the stack (a copy, a default one) is
-// zeroed with `rep stosq`, whose start-up stalled the next store for about
-// 8 % of a broadcast root's call on this AMD VM (issue 18); 64 bytes are
-// four vector stores.
+// zeroed with `rep stosq`, and perf put 12 % of a broadcast root's samples
+// on the store after it on this AMD VM (issue 18); 64 bytes are four
+// vector stores.
 struct alignas(128) DescriptorSlot {
   Descriptor d;
 };

@@ -48,7 +48,7 @@ struct Watched {
 Watched watched_socket() {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
   EXPECT_TRUE(bool(fd));
-  watch_liveness(fd.get());
+  watch_liveness(fd.get(), liveness_timeout());
   return {int_option(fd.get(), IPPROTO_TCP, TCP_USER_TIMEOUT),
           int_option(fd.get(), IPPROTO_TCP, TCP_KEEPIDLE),
           int_option(fd.get(), IPPROTO_TCP, TCP_KEEPINTVL),
