@@ -52,8 +52,6 @@ inline Clock::time_point coarse_now() {
 
 class Deadline {
  public:
-  // Note [coarse clock]: up to a tick early.
-  static Deadline after_coarse(std::chrono::milliseconds d) { return Deadline(coarse_now() + d); }
   static Deadline after(std::chrono::milliseconds d) { return Deadline(Clock::now() + d); }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   explicit Deadline(Clock::time_point at) : at_(at) {}

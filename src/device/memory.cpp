@@ -7,9 +7,10 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <link.h>
-#include <time.h>
 
 #include <atomic>
+
+#include "base/deadline.h"
 #endif
 
 namespace gradwire::device {
@@ -47,11 +48,6 @@ unsigned long long objects_loaded() {
 // ~11 ns. It cannot miss device memory: the first device pointer exists
 // only after the driver is loaded, initialised (cuInit) and has a context,
 // which takes tens of milliseconds at the least, not one tick.
-int64_t coarse_tick() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 PointerGetAttributes pointer_get_attributes() {
   static std::atomic<PointerGetAttributes> cached{nullptr};
@@ -62,7 +58,7 @@ PointerGetAttributes pointer_get_attributes() {
   static std::atomic<int64_t> checked_tick{-1};
   PointerGetAttributes fn = cached.load(std::memory_order_acquire);
   if (fn != nullptr) return fn;
-  const int64_t tick = coarse_tick();
+  const int64_t tick = coarse_now().time_since_epoch().count();  // Note [coarse clock]
   if (checked_tick.load(std::memory_order_relaxed) == tick) return nullptr;
   const unsigned long long loaded = objects_loaded();
   if (checked_at.load(std::memory_order_relaxed) == loaded) {

@@ -79,9 +79,9 @@ namespace {
 // Note [inline small collectives] in runtime/engine.h: a collective that
 // runs on its caller's thread (the task's `on_caller`, an argument rather
 // than a thread_local: a library's TLS read is a __tls_get_addr call, 2 %
-// of an 8-byte broadcast) waits with a spin budget: it gives up after kInlineSpin and
-// hands the rest to the engine thread, so a call never blocks its caller on
-// a late peer for long. Longer than a thread wake-up (~10 us here): a peer
+// of an 8-byte broadcast) waits with a spin budget: it gives up after
+// kInlineSpin and hands the rest to the engine thread, so a call never
+// blocks its caller on a late peer for long. Longer than a thread wake-up (~10 us here): a peer
 // whose last collective ended on its engine thread is that much late, and a
 // shorter budget made both ranks hand off on every call in turn (7-11 us a
 // collective instead of 1-2).
