@@ -67,14 +67,33 @@ namespace {
 // its rank's core with the training thread that overlaps with it.
 constexpr uint32_t kTransportSpin = 2000, kFlagSpinShared = 200, kFlagSpinAlone = 20000;
 std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
-void back_off(uint32_t idle, uint32_t spin = kTransportSpin) {
-  if (idle > std::max<uint32_t>(20000, 2 * spin)) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  } else if (idle > spin) {
-    sched_yield();
-  }
-}
 }  // namespace
+
+// Note [naps that grow]: a nap is a timer wake-up and two context switches,
+// 30-35 us of CPU in this VM; at a fixed 50 us (about 145 us with the
+// timer's slack) a rank blocked for seconds on a late peer used 20-30 % of
+// a core (faults.idle_cpu.shm.np2 failed at 25 % under the sanitizers).
+// So a nap lasts 1/16 of the time napped so far, from 50 us up to 1 ms: a
+// peer that arrives after T of napping is noticed at most T/16 (and 1 ms)
+// late, and a wait of seconds costs a wake-up a millisecond (about 3 % of
+// a core). Callers check the deadline and the interrupt at every nap,
+// since a nap is no longer short.
+bool Context::Backoff::tick(uint32_t spin) {
+  if (idle < UINT32_MAX) ++idle;
+  const uint32_t nap_after = std::max<uint32_t>(20000, 2 * spin);
+  napped = idle > nap_after;
+  if (idle <= spin) return false;
+  if (!napped) {
+    sched_yield();
+    return false;
+  }
+  constexpr auto kFirstNap = std::chrono::microseconds(50), kLongestNap = std::chrono::microseconds(1000);
+  const auto now = std::chrono::steady_clock::now();
+  if (idle == nap_after + 1) napping_since = now;
+  std::this_thread::sleep_for(std::clamp<std::chrono::steady_clock::duration>(
+      (now - napping_since) / 16, kFirstNap, kLongestNap));
+  return true;
+}
 
 void set_host_ranks(int ranks) {
   // Online CPUs, not this process's affinity: mpirun binds each rank to one
@@ -90,11 +109,11 @@ uint32_t flag_spin() { return g_flag_spin.load(std::memory_order_relaxed); }
 
 void Context::poll() {
   if (transport_.progress() > 0) {
-    idle_polls_ = 0;
+    backoff_.reset();
     return;
   }
-  if (side_ && (idle_polls_ & 15u) == 15u) side_->poll();
-  back_off(++idle_polls_);
+  if (side_ && ((backoff_.idle & 15u) == 15u || backoff_.napped)) side_->poll();
+  backoff_.tick(kTransportSpin);
 }
 
 void Context::check(const Request& req) const {
@@ -151,23 +170,23 @@ void Context::check_wait(std::string_view doing, int peer, std::string_view deta
 
 void Context::progress_or_fail(const Request& blocking) {
   poll();
-  if ((++polls_ & 255u) == 0 && !blocking.done()) {
+  if (((++polls_ & 255u) == 0 || backoff_.napped) && !blocking.done()) {
     check_wait(blocking.is_send ? "sending to" : "waiting for data from", blocking.peer, "");
   }
 }
 
-void Context::idle_tick(WaitState& ws, int peer, std::string_view waiting_for) {
-  const uint32_t idle = ++ws.idle;
+void Context::idle_tick(Backoff& ws, int peer, std::string_view waiting_for) {
+  const uint32_t idle = ws.idle + 1;
   // The clock is read from the 64th empty poll on: most waits end sooner.
   if (spin_budget_.count() && (idle & 63u) == 0) {
     const auto now = std::chrono::steady_clock::now();
     if (idle == 64) ws.give_up = now + spin_budget_;
     else if (now > ws.give_up) throw WouldBlock{};
   }
-  if (side_ && (idle & 15u) == 0) side_->poll();
-  back_off(idle, spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed)
-                                      : kFlagSpinShared);
-  if ((idle & 255u) == 0) check_wait("waiting for", peer, waiting_for);
+  const bool napped =
+      ws.tick(spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed) : kFlagSpinShared);
+  if (side_ && ((idle & 15u) == 0 || napped)) side_->poll();
+  if ((idle & 255u) == 0 || napped) check_wait("waiting for", peer, waiting_for);
 }
 
 void Context::stalled(const Request* oldest_recv, std::span<const Request> sends) {

@@ -146,7 +146,7 @@ class Context {
   template <class Done>
   void wait_for(const Done& done, int peer, std::string_view waiting_for) {
     if (done()) return;  // most waits of a small collective
-    WaitState ws;
+    Backoff ws;
     do {
       idle_tick(ws, peer, waiting_for);
     } while (!done());
@@ -165,11 +165,17 @@ class Context {
   void check_wait(std::string_view doing, int peer, std::string_view detail) const;
   // One empty poll of wait_for: back off, check the spin budget, the
   // deadline and the interrupt.
-  struct WaitState {
-    uint32_t idle = 0;
-    std::chrono::steady_clock::time_point give_up{};
+  // Note [backoff when idle] and Note [naps that grow] in context.cpp: the
+  // state of one idle run of polls.
+  struct Backoff {
+    uint32_t idle = 0;  // empty polls in a row
+    bool napped = false;  // the last tick napped
+    std::chrono::steady_clock::time_point napping_since{}, give_up{};
+    // Counts an empty poll and spins, yields or naps; true if it napped.
+    bool tick(uint32_t spin);
+    void reset() { idle = 0, napped = false; }
   };
-  void idle_tick(WaitState& ws, int peer, std::string_view waiting_for);
+  void idle_tick(Backoff& ws, int peer, std::string_view waiting_for);
 
   transport::Transport& transport_;
   int rank_, size_;
@@ -183,7 +189,7 @@ class Context {
   const std::atomic<bool>* interrupt_ = nullptr;
   const std::string* interrupt_reason_ = nullptr;
   const std::atomic<int>* interrupt_code_ = nullptr;  // an ErrorCode
-  uint32_t idle_polls_ = 0;
+  Backoff backoff_;  // of poll()
   std::vector<std::unique_ptr<Request[]>> request_blocks_;
   uint32_t polls_ = 0;
   std::chrono::microseconds spin_budget_{0};
