@@ -96,6 +96,16 @@ struct WorkState {
   // watchdog abandoned (Note [a published failure ends a stuck wait]) is
   // finished again by its engine thread if the provider ever returns.
   void finish(std::exception_ptr err);
+  // finish() for a state no other thread can see yet (an operation that
+  // ran on its caller's thread before its Work exists, Note [the lean
+  // inline path] in runtime/communicator.cpp): no lock, no wake-up.
+  void finish_unshared(std::exception_ptr err) {
+    if (!callbacks.empty()) return finish(std::move(err));
+    finishing = true;
+    error = std::move(err);
+    phase = Phase::Done;
+    done.store(true, std::memory_order_release);
+  }
 
   const std::chrono::milliseconds timeout;
 

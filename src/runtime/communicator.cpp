@@ -238,7 +238,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   if (inline_ok && !options.debug_detail) {
     state->phase = detail::WorkState::Phase::Running;
     state->started = coarse_now();  // Note [coarse clock]
-    if (engine_->claim_inline(state)) {
+    if (engine_->claim_inline()) {
       lk.unlock();
       std::exception_ptr err;
       try {
@@ -251,7 +251,9 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       } catch (...) {
         err = std::current_exception();
       }
-      state->finish(err);
+      // Nothing but this thread holds the state (the claim did not publish
+      // it, Note [a claim is one exchange] in runtime/engine.cpp).
+      state->finish_unshared(err);
       engine_->release_inline();
       return Work(std::move(state));
     }

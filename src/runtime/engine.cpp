@@ -93,35 +93,31 @@ void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
   cv_.notify_one();
 }
 
-bool Engine::claim_inline(const std::shared_ptr<detail::WorkState>& state) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (inline_ || current_ || !queue_.empty() || stopping_ || exited_) return false;
-  inline_ = true;
-  current_ = state;
-  note_occupied();
-  return true;
-}
-
-void Engine::release_inline() {
-  bool queued;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    inline_ = false;
-    current_.reset();
-    note_occupied();
-    queued = !queue_.empty() || stopping_;  // shutdown() may wait for the loop to exit
-  }
-  // Only then: waking the idle loop for nothing is a futex round trip, as
-  // much as the collective itself costs.
-  if (queued) cv_.notify_one();
+// Note [a claim is one exchange]: claiming the engine for a collective on
+// the caller's thread and releasing it were two mutex round trips (plus a
+// shared_ptr copy into current_) of the ~0.5 us an 8-byte broadcast cost
+// (issue 18). Now the claim is a compare-exchange of occupied_ from 0 (not
+// busy, not claimed) to kClaimed, and the release clears kClaimed. The
+// loop starts a queued operation only under mu_ and only while kClaimed is
+// clear; submit() sets kBusy under mu_ after queueing, so a claim after
+// that fails, and a claim before it is seen by the loop (the same atomic).
+// A release that finds kBusy takes mu_ before it notifies, so a loop that
+// saw the claim under mu_ is already waiting and gets the wake-up. The
+// claimed operation is not current_: the watchdog's running() does not see
+// it, which is safe because it cannot run long on the caller's thread (it
+// makes no provider call and hands over to this thread after its spin
+// budget, Note [inline small collectives]); resume() makes it current_.
+void Engine::wake_after_claim() {
+  { std::lock_guard<std::mutex> lk(mu_); }
+  cv_.notify_one();
 }
 
 void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    inline_ = false;
     queue_.emplace_front(std::move(state), std::move(task));
-    note_occupied();
+    note_occupied();  // kBusy before the claim ends: no other claim slips in
+    occupied_.fetch_and(~kClaimed, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -172,7 +168,7 @@ void Engine::loop() {
     std::pair<std::shared_ptr<detail::WorkState>, Task> item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      const auto ready = [&] { return !inline_ && (stopping_ || !queue_.empty()); };
+      const auto ready = [&] { return !claimed() && (stopping_ || !queue_.empty()); };
       const auto woken = [&] { return ready() || poll_wanted_; };
       if (!polling) {
         cv_.wait(lk, woken);

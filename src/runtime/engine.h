@@ -48,17 +48,27 @@ class Engine {
 
   void submit(std::shared_ptr<detail::WorkState> state, Task task);
 
-  // Note [inline small collectives]: if nothing is queued or running, makes
-  // `state` the running operation and returns true; the caller then runs it
-  // on its own thread and must call release_inline() when it finished.
+  // Note [inline small collectives]: if nothing is queued or running, claims
+  // the engine and returns true; the caller then runs its operation on its
+  // own thread and must call release_inline() (or resume()) when it ends.
   // Operations submitted meanwhile queue behind it, so order is kept.
-  bool claim_inline(const std::shared_ptr<detail::WorkState>& state);
-  void release_inline();
+  // Note [a claim is one exchange] in engine.cpp: lock-free, and the
+  // claimed operation is not running() for the watchdog.
+  bool claim_inline() {
+    uint32_t idle = 0;
+    return occupied_.compare_exchange_strong(idle, kClaimed, std::memory_order_acquire,
+                                             std::memory_order_relaxed);
+  }
+  void release_inline() {
+    // Wakes the loop only for work queued meanwhile (or a shutdown): waking
+    // it for nothing is a futex round trip, as much as the collective.
+    if (occupied_.fetch_and(~kClaimed, std::memory_order_release) & kBusy) wake_after_claim();
+  }
   // True when nothing is queued, running or claimed: one atomic load, no
   // lock. Note [messages need no claim] in runtime/p2p.h: for operations
   // that keep their own order under their own lock (posted messages) this
   // is enough to keep their place behind what this thread queued before.
-  bool idle_hint() const { return !occupied_.load(std::memory_order_acquire); }
+  bool idle_hint() const { return occupied_.load(std::memory_order_acquire) == 0; }
   // The claimed operation could not finish on the caller's thread: the
   // engine thread runs `task` again next, before anything queued.
   void resume(std::shared_ptr<detail::WorkState> state, Task task);
@@ -100,6 +110,7 @@ class Engine {
 
  private:
   void loop();
+  void wake_after_claim();
 
   std::string name_;
   std::mutex mu_;
@@ -107,16 +118,20 @@ class Engine {
   std::deque<std::pair<std::shared_ptr<detail::WorkState>, Task>> queue_;
   std::condition_variable exited_cv_;
   bool stopping_ = false;
-  bool inline_ = false;  // a caller's thread runs current_
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
-  // Under mu_, after every change of the five above: any of them set
-  // (idle_hint()).
-  std::atomic<bool> occupied_{false};
+  // kBusy: under mu_, after every change of the four above, any of them
+  // set; kClaimed: a caller's thread runs an operation (claim_inline()).
+  static constexpr uint32_t kBusy = 1, kClaimed = 2;
+  std::atomic<uint32_t> occupied_{0};
   void note_occupied() {
-    occupied_.store(inline_ || current_ || !queue_.empty() || stopping_ || exited_,
-                    std::memory_order_release);
+    if (current_ || !queue_.empty() || stopping_ || exited_) {
+      occupied_.fetch_or(kBusy, std::memory_order_release);
+    } else {
+      occupied_.fetch_and(~kBusy, std::memory_order_release);
+    }
   }
+  bool claimed() const { return occupied_.load(std::memory_order_acquire) & kClaimed; }
   std::function<Poll()> poll_;
   bool poll_wanted_ = false;           // under mu_: want_poll()
   std::atomic<bool> polling_{false};   // the idle loop polls (Note [lingering poller] in engine.cpp)

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "base/work_state.h"
@@ -48,6 +50,109 @@ TEST(WatchdogEngine, StuckOperationIsReportedAndQueuedWorkFails) {
     EXPECT_STREQ(e.what(), "gradwire Timeout: stuck");
   }
   release = true;
+  EXPECT_TRUE(engine.shutdown());
+}
+
+
+// Note [a claim is one exchange] in runtime/engine.cpp: a caller's claim of
+// an idle engine excludes the engine thread until released, and keeps the
+// order of what is submitted meanwhile.
+TEST(EngineClaim, ExcludesTheEngineAndKeepsOrder) {
+  Engine engine("claim");
+  ASSERT_TRUE(engine.claim_inline());
+  EXPECT_FALSE(engine.claim_inline());  // one claim at a time
+  EXPECT_FALSE(engine.idle_hint());
+  std::atomic<int> ran{0};
+  auto a = std::make_shared<detail::WorkState>("a", 10s);
+  engine.submit(a, [&](detail::WorkState&) { ran = 1; });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(ran.load(), 0);  // queued behind the claim
+  engine.release_inline();
+  Work(a).wait(10s);
+  EXPECT_EQ(ran.load(), 1);
+  // Idle again: claimable (the loop clears its busy bit after the task).
+  const auto t0 = std::chrono::steady_clock::now();
+  bool claimed = false;
+  while (!(claimed = engine.claim_inline()) && std::chrono::steady_clock::now() - t0 < 10s) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(claimed);
+  engine.release_inline();
+  EXPECT_TRUE(engine.shutdown());
+  EXPECT_FALSE(engine.claim_inline());  // after the loop exited
+}
+
+TEST(EngineClaim, ResumedOperationRunsBeforeWhatQueuedMeanwhile) {
+  Engine engine("resume");
+  ASSERT_TRUE(engine.claim_inline());
+  std::vector<int> order;
+  std::mutex mu;
+  auto later = std::make_shared<detail::WorkState>("later", 10s);
+  engine.submit(later, [&](detail::WorkState&) {
+    std::lock_guard<std::mutex> lk(mu);
+    order.push_back(2);
+  });
+  auto claimed = std::make_shared<detail::WorkState>("claimed", 10s);
+  engine.resume(claimed, [&](detail::WorkState&) {
+    std::lock_guard<std::mutex> lk(mu);
+    order.push_back(1);
+  });
+  Work(later).wait(10s);
+  Work(claimed).wait(10s);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(engine.shutdown());
+}
+
+TEST(EngineClaim, ShutdownWaitsForTheRelease) {
+  Engine engine("shutdown");
+  ASSERT_TRUE(engine.claim_inline());
+  std::atomic<bool> released{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    released = true;
+    engine.release_inline();
+  });
+  EXPECT_TRUE(engine.shutdown());
+  EXPECT_TRUE(released.load());
+  t.join();
+}
+
+// Claims on one thread race submissions from another: no task may run
+// while a claim is held, and every task runs.
+TEST(EngineClaim, NoTaskRunsWhileClaimed) {
+  Engine engine("race");
+  std::atomic<bool> holding{false};
+  std::atomic<int> overlaps{0}, ran{0}, claims{0};
+  std::atomic<bool> stop{false};
+  std::thread claimer([&] {
+    while (!stop) {
+      if (engine.claim_inline()) {
+        holding = true;
+        ++claims;
+        for (int i = 0; i < 50; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
+        holding = false;
+        engine.release_inline();
+      }
+    }
+  });
+  constexpr int kTasks = 2000;
+  std::vector<std::shared_ptr<detail::WorkState>> states;
+  for (int i = 0; i < kTasks; ++i) {
+    states.push_back(std::make_shared<detail::WorkState>("t", 30s));
+    engine.submit(states.back(), [&](detail::WorkState&) {
+      if (holding) ++overlaps;
+      ++ran;
+    });
+    if (i % 16 == 0) Work(states.back()).wait(30s);  // let the engine go idle now and then
+  }
+  for (auto& s : states) Work(s).wait(30s);
+  const auto t0 = std::chrono::steady_clock::now();  // the engine is idle now: claims succeed
+  while (claims == 0 && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::yield();
+  stop = true;
+  claimer.join();
+  EXPECT_EQ(ran.load(), kTasks);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_GT(claims.load(), 0);
   EXPECT_TRUE(engine.shutdown());
 }
 
