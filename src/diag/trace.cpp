@@ -37,7 +37,6 @@ State& state() {
   static State* s = new State();
   return *s;
 }
-std::atomic<bool> g_enabled{false};
 
 std::string esc(const std::string& s) {
   std::string o;
@@ -89,10 +88,10 @@ void configure(const std::string& dir, int rank) {
   s.events.push_back(fmt::format(
       "{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, \"args\": {{\"name\": \"rank {}\"}}}}",
       rank, rank));
-  g_enabled.store(true);
+  detail::g_enabled.store(true);
 }
 
-bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+std::atomic<bool> detail::g_enabled{false};
 
 int64_t to_us(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();

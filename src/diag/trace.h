@@ -12,13 +12,20 @@
 #include <cstdint>
 #include <string>
 
+#include <atomic>
+
 #include "gradwire/options.h"
 
 namespace gradwire::trace {
 
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}
 // Set once, by the first (world) communicator. Returns whether tracing is on.
 void configure(const std::string& dir, int rank);
-bool enabled();
+// Inline: every collective asks (Note [the lean inline path] in
+// runtime/communicator.cpp).
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
 // Microseconds on the steady clock (one timebase for every event of a host).
 int64_t now_us();
 int64_t to_us(std::chrono::steady_clock::time_point t);

@@ -139,9 +139,9 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
           rank, label.name.empty() ? info.name() : label.name, name, abort_reason_);
   }
-  if (job::failed_flag().load(std::memory_order_acquire)) {
+  if (job_failed_.load(std::memory_order_acquire)) {
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
-          label.name.empty() ? info.name() : label.name, name, job::failure_reason());
+          label.name.empty() ? info.name() : label.name, name, job_failure_reason_);
   }
   std::unique_lock<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
@@ -192,12 +192,12 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
             abort_reason_);
     }
     collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
-    ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
+    ctx.set_interrupt(&job_failed_, &job_failure_reason_, &job_failure_code_);
     ctx.set_side_progress(&p2p_.side_progress());
     if (on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
-      if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
-        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job::failure_reason());
+      if (!resumed && job_failed_.load(std::memory_order_acquire)) {
+        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job_failure_reason_);
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
       if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
@@ -216,7 +216,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       // interrupts repeat it), unless another rank's report caused it.
       std::string reach;
       if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
-          !job::failed_flag().load(std::memory_order_acquire)) {
+          !job_failed_.load(std::memory_order_acquire)) {
         reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
       }
       fail_communicator(e.what() + reach, seq, e.code());

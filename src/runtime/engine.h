@@ -62,7 +62,9 @@ class Engine {
   void release_inline() {
     // Wakes the loop only for work queued meanwhile (or a shutdown): waking
     // it for nothing is a futex round trip, as much as the collective.
-    if (occupied_.fetch_and(~kClaimed, std::memory_order_release) & kBusy) wake_after_claim();
+    // fetch_sub, not fetch_and: the same here (kClaimed is set), and one
+    // lock xadd where fetch_and with its result is a compare-exchange loop.
+    if (occupied_.fetch_sub(kClaimed, std::memory_order_release) & kBusy) wake_after_claim();
   }
   // True when nothing is queued, running or claimed: one atomic load, no
   // lock. Note [messages need no claim] in runtime/p2p.h: for operations
