@@ -163,8 +163,6 @@ class Context {
 
  private:
   void check_wait(std::string_view doing, int peer, std::string_view detail) const;
-  // One empty poll of wait_for: back off, check the spin budget, the
-  // deadline and the interrupt.
   // Note [backoff when idle] and Note [naps that grow] in context.cpp: the
   // state of one idle run of polls.
   struct Backoff {
@@ -175,6 +173,8 @@ class Context {
     bool tick(uint32_t spin);
     void reset() { idle = 0, napped = false; }
   };
+  // One empty poll of wait_for: back off, check the spin budget, the
+  // deadline and the interrupt.
   void idle_tick(Backoff& ws, int peer, std::string_view waiting_for);
 
   transport::Transport& transport_;

@@ -8,11 +8,10 @@
 // event costs a lock and an append, so it is for diagnosis runs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
-
-#include <atomic>
 
 #include "gradwire/options.h"
 

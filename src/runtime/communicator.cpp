@@ -81,10 +81,10 @@ namespace {
 // than a thread_local: a library's TLS read is a __tls_get_addr call, 2 %
 // of an 8-byte broadcast) waits with a spin budget: it gives up after
 // kInlineSpin and hands the rest to the engine thread, so a call never
-// blocks its caller on a late peer for long. Longer than a thread wake-up (~10 us here): a peer
-// whose last collective ended on its engine thread is that much late, and a
-// shorter budget made both ranks hand off on every call in turn (7-11 us a
-// collective instead of 1-2).
+// blocks its caller on a late peer for long. Longer than a thread wake-up
+// (~10 us here): a peer whose last collective ended on its engine thread
+// is that much late, and a shorter budget made both ranks hand off on
+// every call in turn (7-11 us a collective instead of 1-2).
 constexpr std::chrono::microseconds kInlineSpin{200};
 // Note [inline copy collectives] in start(): one staging half, about 50-100
 // us of copying here.
@@ -139,9 +139,9 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
           rank, label.name.empty() ? info.name() : label.name, name, abort_reason_);
   }
-  if (job_failed_.load(std::memory_order_acquire)) {
+  if (job::failed_flag().load(std::memory_order_acquire)) {
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
-          label.name.empty() ? info.name() : label.name, name, job_failure_reason_);
+          label.name.empty() ? info.name() : label.name, name, job::failure_reason());
   }
   std::unique_lock<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
@@ -192,12 +192,12 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
             abort_reason_);
     }
     collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
-    ctx.set_interrupt(&job_failed_, &job_failure_reason_, &job_failure_code_);
+    ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
     ctx.set_side_progress(&p2p_.side_progress());
     if (on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
-      if (!resumed && job_failed_.load(std::memory_order_acquire)) {
-        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job_failure_reason_);
+      if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
+        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job::failure_reason());
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
       if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
@@ -216,7 +216,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       // interrupts repeat it), unless another rank's report caused it.
       std::string reach;
       if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
-          !job_failed_.load(std::memory_order_acquire)) {
+          !job::failed_flag().load(std::memory_order_acquire)) {
         reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
       }
       fail_communicator(e.what() + reach, seq, e.code());

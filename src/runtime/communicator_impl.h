@@ -162,11 +162,6 @@ class CommunicatorImpl {
   std::array<std::vector<std::byte>, 2> scratch_;
   std::mutex submit_mu_;
   uint32_t next_seq_ = 0;
-  // The job's failure report (Note [interrupting a collective]), looked up
-  // once: every collective reads them (Note [the lean inline path]).
-  const std::atomic<bool>& job_failed_ = job::failed_flag();
-  const std::string& job_failure_reason_ = job::failure_reason();
-  const std::atomic<int>& job_failure_code_ = job::failure_code();
   std::shared_ptr<detail::WorkState> spare_state_;  // under submit_mu_
   bool world_named_ = false;  // name == "world": left out of descriptions
   std::atomic<shared::Windows*> active_windows_{nullptr};
