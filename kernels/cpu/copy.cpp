@@ -62,7 +62,7 @@ constexpr size_t kLoopFrom = 2048;
 
 }  // namespace
 
-void copy(void* dst, const void* src, size_t bytes) {
+void copy_bulk(void* dst, const void* src, size_t bytes) {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
   size_t done = 0;

@@ -4,11 +4,42 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 namespace gradwire::kernels {
 
-// memcpy(dst, src, bytes): same contract (no overlap), the same bytes.
-void copy(void* dst, const void* src, size_t bytes);
+// copy() above 16 bytes.
+void copy_bulk(void* dst, const void* src, size_t bytes);
+
+// memcpy(dst, src, bytes): same contract (no overlap), the same bytes. Up
+// to 16 bytes (a small collective's payload, Note [one line per message]
+// in memory/shared_windows.h) inline: two fixed-size moves that may
+// overlap, instead of a call through the PLT into memcpy's dispatch.
+inline void copy(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  if (bytes > 16) {
+    copy_bulk(dst, src, bytes);
+  } else if (bytes >= 8) {
+    uint64_t head, tail;
+    std::memcpy(&head, s, 8);
+    std::memcpy(&tail, s + bytes - 8, 8);
+    std::memcpy(d, &head, 8);
+    std::memcpy(d + bytes - 8, &tail, 8);
+  } else if (bytes >= 4) {
+    uint32_t head, tail;
+    std::memcpy(&head, s, 4);
+    std::memcpy(&tail, s + bytes - 4, 4);
+    std::memcpy(d, &head, 4);
+    std::memcpy(d + bytes - 4, &tail, 4);
+  } else if (bytes > 0) {
+    const unsigned char first = s[0], middle = s[bytes / 2], last = s[bytes - 1];
+    d[0] = first;
+    d[bytes / 2] = middle;
+    d[bytes - 1] = last;
+  }
+}
 // copy(a, src, bytes) and copy(b, src, bytes) in one pass over src.
 void copy2(void* a, void* b, const void* src, size_t bytes);
 

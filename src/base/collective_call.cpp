@@ -53,69 +53,42 @@ std::string CollectiveCall::describe() const {
   return "?";
 }
 
-size_t CollectiveCall::send_bytes(int rank, int size) const {
-  const size_t es = element_size(dtype);
-  switch (op) {
-    case CollectiveOp::Allgather: return shard_count(count, size, rank) * es;
-    case CollectiveOp::Broadcast: return rank == root ? count * es : 0;
-    case CollectiveOp::Alltoall: return count * es * size_t(size);
-    case CollectiveOp::Scatter: return rank == root ? count * es * size_t(size) : 0;
-    case CollectiveOp::Barrier:
-    case CollectiveOp::Other: return 0;
-    default: return count * es;
-  }
-}
-
-size_t CollectiveCall::recv_bytes(int rank, int size) const {
-  const size_t es = element_size(dtype);
-  switch (op) {
-    case CollectiveOp::ReduceScatter: return shard_count(count, size, rank) * es;
-    case CollectiveOp::Alltoall: return count * es * size_t(size);
-    case CollectiveOp::Reduce: return rank == root ? count * es : 0;
-    case CollectiveOp::Gather: return rank == root ? count * es * size_t(size) : 0;
-    case CollectiveOp::Barrier:
-    case CollectiveOp::Other: return 0;
-    default: return count * es;
-  }
-}
-
 void validate(const CollectiveCall& c, int rank, int size) {
-  const std::string_view op = c.name();
   if (c.op == CollectiveOp::Barrier || c.op == CollectiveOp::Other) return;
   // Enum values arrive from casts (Python, C callers): refused here, on the
   // caller's thread, so the communicator stays usable (communicator.h).
   if (static_cast<size_t>(c.dtype) >= std::size(kAllDataTypes)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got DataType({}), which is not a data type "
-          "(float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, bool)", rank, op,
-          int(c.dtype));
+          "(float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, bool)", rank,
+          c.name(), int(c.dtype));
   }
   if (c.has_redop() && static_cast<size_t>(c.redop) >= std::size(kAllReduceOps)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got ReduceOp({}), which is not a reduce "
-          "operation (sum, avg, min, max, prod)", rank, op, int(c.redop));
+          "operation (sum, avg, min, max, prod)", rank, c.name(), int(c.redop));
   }
   if (c.has_redop() && c.dtype == DataType::Bool && c.redop == ReduceOp::Avg) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} of bool with avg: an average of booleans is not "
-          "a boolean (sum is logical or, prod logical and)", rank, op);
+          "a boolean (sum is logical or, prod logical and)", rank, c.name());
   }
   const size_t es = element_size(c.dtype);
   size_t total = 0;  // multiplications, not two 64-bit divisions (~80 cycles)
   if (__builtin_mul_overflow(c.count, es, &total) ||
       __builtin_mul_overflow(total, size_t(std::max(1, size)), &total)) {
-    raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the address space",
-          rank, op, c.count, to_string(c.dtype));
+    raise(ErrorCode::InvalidArgument, "rank {}: {} of {} elements of {} overflows the "
+          "address space", rank, c.name(), c.count, to_string(c.dtype));
   }
   if (c.has_root() && (c.root < 0 || c.root >= size)) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} root {} is not a rank of this "
-          "communicator (size {})", rank, op, c.root, size);
+          "communicator (size {})", rank, c.name(), c.root, size);
   }
   const size_t sb = c.send_bytes(rank, size), rb = c.recv_bytes(rank, size);
   if (sb > 0 && c.send == nullptr) {
-    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null send buffer for {} bytes", rank, op,
-          sb);
+    raise(ErrorCode::InvalidArgument, "rank {}: {} got a null send buffer for {} bytes", rank,
+          c.name(), sb);
   }
   if (rb > 0 && c.recv == nullptr) {
     raise(ErrorCode::InvalidArgument, "rank {}: {} got a null receive buffer for {} bytes", rank,
-          op, rb);
+          c.name(), rb);
   }
   // In place is send == recv, or, for the sharded collectives, the shard at
   // its offset inside the full buffer; any other overlap is refused.
@@ -140,8 +113,8 @@ void validate(const CollectiveCall& c, int rank, int size) {
   const bool same = recv_side ? c.recv == in_place : c.send == in_place;
   if (!same && overlaps(c.send, sb, c.recv, rb)) {
     raise(ErrorCode::InvalidArgument,
-          "rank {}: {} send and receive buffers overlap without being in place ({})", rank, op,
-          rule);
+          "rank {}: {} send and receive buffers overlap without being in place ({})", rank,
+          c.name(), rule);
   }
 }
 

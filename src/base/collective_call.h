@@ -107,9 +107,37 @@ struct CollectiveCall {
   // "" (barrier, internal).
   std::string describe() const;
   // Bytes this rank reads from `send` and writes to `recv` (rank of size).
+  // Inline: every call asks on its caller's thread (Note [the lean inline
+  // path] in runtime/communicator.cpp).
   size_t send_bytes(int rank, int size) const;
   size_t recv_bytes(int rank, int size) const;
 };
+
+inline size_t CollectiveCall::send_bytes(int rank, int size) const {
+  const size_t es = element_size(dtype);
+  switch (op) {
+    case CollectiveOp::Allgather: return shard_count(count, size, rank) * es;
+    case CollectiveOp::Broadcast: return rank == root ? count * es : 0;
+    case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Scatter: return rank == root ? count * es * size_t(size) : 0;
+    case CollectiveOp::Barrier:
+    case CollectiveOp::Other: return 0;
+    default: return count * es;
+  }
+}
+
+inline size_t CollectiveCall::recv_bytes(int rank, int size) const {
+  const size_t es = element_size(dtype);
+  switch (op) {
+    case CollectiveOp::ReduceScatter: return shard_count(count, size, rank) * es;
+    case CollectiveOp::Alltoall: return count * es * size_t(size);
+    case CollectiveOp::Reduce: return rank == root ? count * es : 0;
+    case CollectiveOp::Gather: return rank == root ? count * es * size_t(size) : 0;
+    case CollectiveOp::Barrier:
+    case CollectiveOp::Other: return 0;
+    default: return count * es;
+  }
+}
 
 // The argument checks every path shares, on the calling rank before
 // anything is sent: the size fits the address space, buffers are not null

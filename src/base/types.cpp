@@ -70,27 +70,7 @@ void check_shard_args(size_t count, int world, int rank) {
 
 }  // namespace
 
-size_t element_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::Float32:
-      return 4;
-    case DataType::Float64:
-      return 8;
-    case DataType::Float16:
-      return 2;
-    case DataType::BFloat16:
-      return 2;
-    case DataType::Int32:
-      return 4;
-    case DataType::Int64:
-      return 8;
-    case DataType::UInt8:
-    case DataType::Int8:
-    case DataType::Bool:
-      return 1;
-    case DataType::Int16:
-      return 2;
-  }
+void invalid_data_type(DataType dtype) {
   raise(ErrorCode::InvalidArgument, "unknown DataType value {}", static_cast<int>(dtype));
 }
 

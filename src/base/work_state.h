@@ -22,6 +22,7 @@ namespace gradwire::detail {
 // small collective's 1 us (issue 18), and it is read only when something
 // goes wrong; so a collective's WorkState keeps the parts, and the words
 // are built on first use. The words are the same as before.
+// WorkState::reuse copies it field by field: a new field goes there too.
 struct CallText {
   int rank = 0;
   std::string comm;       // the communicator's name; "world" is left out

@@ -4,6 +4,10 @@
 #include <cstddef>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 #include "base/collective_call.h"
 #include "base/errors.h"
 
@@ -49,6 +53,21 @@ std::string describe(const Descriptor& d) {
 // path each rank raises `departed` and waits for everyone's: only then is
 // no peer still reading this rank's input or writing its output, and the
 // caller may reuse them.
+// Note [reading a peer's consumed]: this rank waits here only when it
+// runs kDepth collectives ahead of a peer (a broadcast root), and then
+// every read of the peer's `consumed` takes the line from the peer's cache,
+// so the peer's next store to it must fetch it back: one line transfer
+// per collective on the slower rank's path, the rank that sets the pace.
+// A read every microsecond or so frees several slots at once instead of
+// one, and costs the faster rank nothing it needed: the slower one still
+// has descriptors published ahead of it to work on.
+static void pause_between_reads() {
+#if defined(__x86_64__)
+  const uint64_t until = __rdtsc() + 2000;  // ~1 us at this VM's 2.4 GHz TSC
+  while (__rdtsc() < until) __builtin_ia32_pause();
+#endif
+}
+
 void wait_until_free(Context& ctx, const shared::Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
@@ -61,7 +80,9 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
       Control& peer = w.control(p);
       ctx.wait_for([&] {
         seen[p] = peer.consumed.load(std::memory_order_acquire);
-        return seen[p] >= before;
+        if (seen[p] >= before) return true;
+        pause_between_reads();  // Note [reading a peer's consumed]
+        return false;
       }, p, " to finish reading an earlier collective");
     }
   }

@@ -90,6 +90,17 @@ constexpr std::chrono::microseconds kInlineSpin{200};
 // us of copying here.
 constexpr size_t kInlineCopyBytes = shared::kStageBytes;
 
+// The timeline (diag/trace.h): a collective's queued and running phases.
+// Out of line: only traced runs pay for it.
+[[gnu::noinline]] void trace_collective(const std::string& comm, std::string_view op,
+                                       uint32_t seq, const CollectiveCall& info,
+                                       int64_t queued_us, int64_t started_us, bool ok) {
+  const std::string label = fmt::format("{} #{}", op, seq);
+  trace::span(comm, label + " queued", "queued", queued_us, started_us);
+  trace::span(comm, label, "collective", started_us, trace::now_us(),
+              fmt::format("\"detail\": \"{}\", \"ok\": {}", info.describe(), ok));
+}
+
 // A task of submit_task as the engine thread runs it: never on a caller's thread.
 template <class F>
 Engine::Task on_engine(F task) {
@@ -139,9 +150,10 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
           rank, label.name.empty() ? info.name() : label.name, name, abort_reason_);
   }
-  if (job::failed_flag().load(std::memory_order_acquire)) {
+  const job::Interrupt& stop = job::interrupt();
+  if (stop.failed.load(std::memory_order_acquire)) {
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
-          label.name.empty() ? info.name() : label.name, name, job::failure_reason());
+          label.name.empty() ? info.name() : label.name, name, stop.reason);
   }
   std::unique_lock<std::mutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
@@ -162,7 +174,8 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   // Mutable: a collective begun on the caller's thread and resumed on the
   // engine's (Note [inline small collectives]) keeps its deadline and is
   // recorded as started once.
-  auto task = [this, seq, record, info, queued_us, label_name = std::string(label.name),
+  auto task = [this, &stop, seq, record, info, queued_us,
+               label_name = label.name.empty() ? std::string() : std::string(label.name),
                fn = std::move(fn), begun = false, deadline = Deadline::never(),
                started_us = int64_t(0)](detail::WorkState& work, bool on_caller) mutable {
     const auto what = [&work]() -> const std::string& { return work.description(); };
@@ -178,13 +191,6 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       // The timeline (diag/trace.h): queued and running phases of each collective.
       started_us = queued_us ? trace::now_us() : 0;
     }
-    auto trace_end = [&](bool ok) {
-      if (!queued_us) return;
-      const std::string label = fmt::format("{} #{}", op, seq);
-      trace::span(name, label + " queued", "queued", queued_us, started_us);
-      trace::span(name, label, "collective", started_us, trace::now_us(),
-                  fmt::format("\"detail\": \"{}\", \"ok\": {}", info.describe(), ok));
-    };
     if (aborted_) {
       recorder.done(record, false);
       std::lock_guard<std::mutex> lk(state_mu_);
@@ -192,12 +198,12 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
             abort_reason_);
     }
     collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
-    ctx.set_interrupt(&job::failed_flag(), &job::failure_reason(), &job::failure_code());
+    ctx.set_interrupt(&stop.failed, &stop.reason, &stop.code);
     ctx.set_side_progress(&p2p_.side_progress());
     if (on_caller) ctx.set_spin_budget(kInlineSpin);
     try {
-      if (!resumed && job::failed_flag().load(std::memory_order_acquire)) {
-        raise(ErrorCode::Aborted, "{} did not run: {}", what(), job::failure_reason());
+      if (!resumed && stop.failed.load(std::memory_order_acquire)) {
+        raise(ErrorCode::Aborted, "{} did not run: {}", what(), stop.reason);
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
       if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
@@ -210,7 +216,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       // buffers; the message schedule is no longer shared. Cancel everything
       // so no user buffer is written later, and refuse further collectives.
       recorder.done(record, false);
-      trace_end(false);
+      if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, false);
       // Note [reach report] in diag/reach.h: which ranks had reached this
       // collective, before the failure is published (so the ranks it
       // interrupts repeat it), unless another rank's report caused it.
@@ -224,12 +230,12 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       throw Error(e.code(), e.message() + reach);
     } catch (const std::exception& e) {
       recorder.done(record, false);
-      trace_end(false);
+      if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, false);
       fail_communicator(e.what(), seq, ErrorCode::Internal);
       raise(ErrorCode::Internal, "{}: {}", what(), e.what());
     }
     recorder.done(record, true, on_caller);
-    trace_end(true);
+    if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, true);
   };
   // Note [inline small collectives] in runtime/engine.h. Claimed under
   // submit_mu_, so a later submission queues behind this one. The state is

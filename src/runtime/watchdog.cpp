@@ -164,6 +164,10 @@ std::optional<FailureReport> parse_failure_report(std::string_view value) {
 const std::atomic<bool>& failed_flag() { return state().failed; }
 const std::string& failure_reason() { return state().remote; }
 const std::atomic<int>& failure_code() { return state().code; }
+const Interrupt& interrupt() {
+  static const Interrupt i{state().failed, state().remote, state().code};
+  return i;
+}
 
 namespace {
 

@@ -102,6 +102,14 @@ const std::string& failure_reason();
 // The code of the reported failure (an ErrorCode as int): interrupted
 // collectives raise it, so a Timeout on one rank is a Timeout on every rank.
 const std::atomic<int>& failure_code();
+// The three above at once: a collective's start asks for all of them, and
+// three calls were a tenth of an 8-byte broadcast's own work (issue 18).
+struct Interrupt {
+  const std::atomic<bool>& failed;
+  const std::string& reason;
+  const std::atomic<int>& code;
+};
+const Interrupt& interrupt();
 // Fails this process's collectives now (they end with Aborted naming
 // `reason`) and reports it to the other ranks: the stall inspector's
 // shutdown. Any thread.

@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // kernels::copy and copy2 (Note [copying without rep movsb]) against the
-// bytes memcpy gives: every length around the loop's 64/128-byte steps and
+// bytes memcpy gives: every length up to 17 (the inline small moves), every
+// length around the loop's 64/128-byte steps and
 // its 2 KiB start, every source and destination offset within a cache line
 // and near a page, and nothing written outside the destination.
 #include <gtest/gtest.h>
@@ -14,8 +15,11 @@
 namespace gradwire::kernels {
 namespace {
 
-const size_t kLengths[] = {0, 1, 63, 64, 65, 127, 128, 129, 2047, 2048, 2049, 4096 + 77,
-                           (size_t(1) << 20) + 3};
+// 0-17: the inline moves of up to 16 bytes (each of their branches and
+// both edges); then the loop's steps.
+const size_t kLengths[] = {0,  1,  2,   3,   4,   5,    6,    7,    8,        9,
+                           10, 11, 12,  13,  14,  15,   16,   17,   63,       64,
+                           65, 127, 128, 129, 2047, 2048, 2049, 4096 + 77, (size_t(1) << 20) + 3};
 const size_t kOffsets[] = {0, 1, 16, 32, 63, 4080};
 
 std::vector<std::byte> pattern(size_t n, uint32_t seed) {
