@@ -107,10 +107,6 @@ void set_host_ranks(int ranks) {
 
 uint32_t flag_spin() { return g_flag_spin.load(std::memory_order_relaxed); }
 
-bool Context::spins_alone() const {
-  return spin_budget_.count() && g_flag_spin.load(std::memory_order_relaxed) == kFlagSpinAlone;
-}
-
 void Context::poll() {
   if (transport_.progress() > 0) {
     backoff_.reset();

@@ -154,11 +154,6 @@ class Context {
   // On a caller's thread: wait_for throws WouldBlock once one wait has
   // found nothing for `budget`. Zero: never.
   void set_spin_budget(std::chrono::microseconds budget) { spin_budget_ = budget; }
-  // Whether an idle wait here spins long before it yields (Note [backoff
-  // when idle]): on a caller's thread, with a core for every rank. Only
-  // then may a wait slow its own polling down without delaying a peer that
-  // needs this core.
-  bool spins_alone() const;
   // Note [point-to-point on one host] in runtime/p2p.h: what idle waits
   // also advance (every 16th idle poll), so a rank inside a collective
   // still serves the peers' point-to-point messages.

@@ -4,10 +4,6 @@
 #include <cstddef>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 #include "base/collective_call.h"
 #include "base/errors.h"
 
@@ -53,25 +49,6 @@ std::string describe(const Descriptor& d) {
 // path each rank raises `departed` and waits for everyone's: only then is
 // no peer still reading this rank's input or writing its output, and the
 // caller may reuse them.
-// Note [reading a peer's consumed]: this rank waits here only when it
-// runs kDepth collectives ahead of a peer (a broadcast root), and then
-// every read of the peer's `consumed` takes the line from the peer's cache,
-// so the peer's next store to it must fetch it back: one line transfer
-// per collective on the slower rank's path, the rank that sets the pace.
-// A read every microsecond or so frees several slots at once instead of
-// one, and costs the faster rank nothing it needed: the slower one still
-// has descriptors published ahead of it to work on. Only where the wait
-// spins anyway (Context::spins_alone): where ranks share cores, or on the
-// engine thread, a poll that took a microsecond would put off the yield
-// that lets the peer run (3 ranks on 2 cores: an 8-byte broadcast took
-// 12 us instead of 1.3-1.8).
-static void pause_between_reads() {
-#if defined(__x86_64__)
-  const uint64_t until = __rdtsc() + 2000;  // ~1 us at this VM's 2.4 GHz TSC
-  while (__rdtsc() < until) __builtin_ia32_pause();
-#endif
-}
-
 void wait_until_free(Context& ctx, const shared::Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
@@ -84,9 +61,7 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
       Control& peer = w.control(p);
       ctx.wait_for([&] {
         seen[p] = peer.consumed.load(std::memory_order_acquire);
-        if (seen[p] >= before) return true;
-        if (ctx.spins_alone()) pause_between_reads();  // Note [reading a peer's consumed]
-        return false;
+        return seen[p] >= before;
       }, p, " to finish reading an earlier collective");
     }
   }
