@@ -12,6 +12,19 @@ namespace gradwire::kernels {
 // copy() above 16 bytes.
 void copy_bulk(void* dst, const void* src, size_t bytes);
 
+namespace detail {
+// The first and the last sizeof(T) bytes, both loaded before either store
+// (for sizeof(T) <= bytes <= 2 * sizeof(T) they cover every byte).
+template <class T>
+inline void copy_ends(unsigned char* d, const unsigned char* s, size_t bytes) {
+  T head, tail;
+  std::memcpy(&head, s, sizeof(T));
+  std::memcpy(&tail, s + bytes - sizeof(T), sizeof(T));
+  std::memcpy(d, &head, sizeof(T));
+  std::memcpy(d + bytes - sizeof(T), &tail, sizeof(T));
+}
+}  // namespace detail
+
 // memcpy(dst, src, bytes): same contract (no overlap), the same bytes. Up
 // to 16 bytes (a small collective's payload, Note [one line per message]
 // in memory/shared_windows.h) inline: two fixed-size moves that may
@@ -22,17 +35,9 @@ inline void copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 16) {
     copy_bulk(dst, src, bytes);
   } else if (bytes >= 8) {
-    uint64_t head, tail;
-    std::memcpy(&head, s, 8);
-    std::memcpy(&tail, s + bytes - 8, 8);
-    std::memcpy(d, &head, 8);
-    std::memcpy(d + bytes - 8, &tail, 8);
+    detail::copy_ends<uint64_t>(d, s, bytes);
   } else if (bytes >= 4) {
-    uint32_t head, tail;
-    std::memcpy(&head, s, 4);
-    std::memcpy(&tail, s + bytes - 4, 4);
-    std::memcpy(d, &head, 4);
-    std::memcpy(d + bytes - 4, &tail, 4);
+    detail::copy_ends<uint32_t>(d, s, bytes);
   } else if (bytes > 0) {
     const unsigned char first = s[0], middle = s[bytes / 2], last = s[bytes - 1];
     d[0] = first;

@@ -222,7 +222,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
       // interrupts repeat it), unless another rank's report caused it.
       std::string reach;
       if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
-          !job::failed_flag().load(std::memory_order_acquire)) {
+          !stop.failed.load(std::memory_order_acquire)) {
         reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
       }
       fail_communicator(e.what() + reach, seq, e.code());
