@@ -97,6 +97,10 @@ struct WorkState {
   // watchdog abandoned (Note [a published failure ends a stuck wait]) is
   // finished again by its engine thread if the provider ever returns.
   void finish(std::exception_ptr err);
+  bool has_callbacks() {
+    std::lock_guard<std::mutex> lk(mu);
+    return !callbacks.empty();
+  }
   // finish() for a state no other thread can see yet (an operation that
   // ran on its caller's thread before its Work exists, Note [the lean
   // inline path] in runtime/communicator.cpp): no lock, no wake-up.

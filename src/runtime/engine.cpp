@@ -228,11 +228,31 @@ void Engine::loop() {
     } catch (...) {
       err = std::current_exception();
     }
-    if (err || !item.first->finishes_later) item.first->finish(err);
-    {
+    // Note [idle before done]: a waiter woken by finish() often submits its
+    // next collective at once, and on a host with fewer cores than threads
+    // the wake-up preempts this thread before it marks itself idle. That
+    // next collective then finds the engine busy, queues instead of running
+    // on its caller's thread, and the one after it does the same: one late
+    // peer (past the 200 us inline budget) kept a whole run on the
+    // hand-off path (a 128 KiB allgather at 2 ranks: 14 us a call over 30
+    // calls against 3.5 us over 3000, issue 18). So the engine goes idle
+    // first, unless the operation has completion callbacks: those keep
+    // running before anything after it starts, as they always did (one
+    // registered by then() between this check and finish() may run
+    // alongside the next collective; then() makes no promise about later
+    // collectives, only that callbacks run before the Work reads as done).
+    const auto go_idle = [this] {
       std::lock_guard<std::mutex> lk(mu_);
       current_.reset();  // idle: a caller may claim it (Note [inline small collectives])
       note_occupied();
+    };
+    const bool finishes = err || !item.first->finishes_later;
+    if (finishes && !item.first->has_callbacks()) {
+      go_idle();
+      item.first->finish(err);
+    } else {
+      if (finishes) item.first->finish(err);
+      go_idle();
     }
     if (poll_) {
       last = poll_();

@@ -81,6 +81,47 @@ TEST(EngineClaim, ExcludesTheEngineAndKeepsOrder) {
   EXPECT_FALSE(engine.claim_inline());  // after the loop exited
 }
 
+// Note [idle before done] in runtime/engine.cpp: a waiter that sees its
+// operation done finds the engine idle, so its next collective runs on its
+// own thread instead of queueing (which made every later call queue too).
+// Spinning on `done` sees it the moment it is set: with the old order
+// (done first, idle after) most of these 200 rounds saw a busy engine.
+// An operation with callbacks keeps them ahead of the next claim.
+TEST(EngineClaim, TheEngineIsIdleWhenAWaiterSeesItsWorkDone) {
+  Engine engine("idle");
+  for (int i = 0; i < 200; ++i) {
+    auto state = std::make_shared<detail::WorkState>("op", 10s);
+    engine.submit(state, [](detail::WorkState&) {});
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!state->done.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() - t0 < 10s) {
+    }
+    ASSERT_TRUE(state->done.load());
+    ASSERT_TRUE(engine.claim_inline()) << "round " << i;
+    engine.release_inline();
+  }
+  std::atomic<bool> in_callback{false}, claimed_during_callback{false};
+  auto state = std::make_shared<detail::WorkState>("with callback", 10s);
+  std::atomic<bool> go{false};
+  engine.submit(state, [&](detail::WorkState&) {
+    while (!go) std::this_thread::yield();
+  });
+  Work(state).then([&](std::exception_ptr) {
+    in_callback = true;
+    std::this_thread::sleep_for(20ms);
+    in_callback = false;
+  });
+  go = true;
+  while (!state->done.load()) {
+    if (in_callback && engine.claim_inline()) {
+      claimed_during_callback = true;
+      engine.release_inline();
+    }
+  }
+  EXPECT_FALSE(claimed_during_callback.load());
+  EXPECT_TRUE(engine.shutdown());
+}
+
 TEST(EngineClaim, ResumedOperationRunsBeforeWhatQueuedMeanwhile) {
   Engine engine("resume");
   ASSERT_TRUE(engine.claim_inline());
