@@ -39,7 +39,9 @@ const std::string& WorkState::description() const {
   return description_;
 }
 
-void WorkState::reuse(const CallText& text) {
+void WorkState::reuse(int rank, std::string_view comm, std::string_view label,
+                      std::string_view detail, uint32_t seq, const CollectiveCall& call,
+                      CallText::Kind kind) {
   phase = Phase::Queued;
   started = {};
   error = nullptr;
@@ -53,16 +55,16 @@ void WorkState::reuse(const CallText& text) {
   // Field by field, and a string only where either side has text: most
   // collectives have none (no label, the world communicator), and three
   // string assignments were a fifth of the reuse.
-  const auto assign = [](std::string& to, const std::string& from) {
-    if (!to.empty() || !from.empty()) to = from;
+  const auto assign = [](std::string& to, std::string_view from) {
+    if (!to.empty() || !from.empty()) to.assign(from);
   };
-  text_.rank = text.rank;
-  assign(text_.comm, text.comm);
-  assign(text_.label, text.label);
-  assign(text_.detail, text.detail);
-  text_.seq = text.seq;
-  text_.call = text.call;
-  text_.kind = text.kind;
+  text_.rank = rank;
+  assign(text_.comm, comm);
+  assign(text_.label, label);
+  assign(text_.detail, detail);
+  text_.seq = seq;
+  text_.call = call;
+  text_.kind = kind;
 }
 
 void WorkState::mark_started() {

@@ -89,7 +89,17 @@ struct WorkState {
   // Copies field by field into the strings' existing storage: moving a
   // CallText moves three strings, which cost more than the rest of the
   // reuse together (Note [the lean inline path]).
-  void reuse(const CallText& text);
+  void reuse(const CallText& text) {
+    reuse(text.rank, text.comm, text.label, text.detail, text.seq, text.call, text.kind);
+  }
+  // The same from its parts, without a CallText in between (its three
+  // strings were ~60 instructions of an 8-byte broadcast, issue 18).
+  void reuse(int rank, std::string_view comm, std::string_view label, std::string_view detail,
+             uint32_t seq, const CollectiveCall& call,
+             CallText::Kind kind = CallText::Kind::Collective);
+  // What the operation is: its call, label and seq, as submitted; fixed
+  // while the operation runs (reuse() only touches a finished state).
+  const CallText& text() const { return text_; }
 
   void mark_started();
   // Records the outcome, wakes waiters, then runs the callbacks (outside the

@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "base/collective_call.h"
+#include "base/deadline.h"
 #include "gradwire/options.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
@@ -139,7 +140,8 @@ class Router {
   // memory; else the communicator's backend (created on first use). Throws
   // InvalidArgument for mixed host/device buffers, buffers on two devices, a
   // device other than the backend's, or a build without NCCL.
-  Backend* route(const CollectiveCall& call);
+  // `now`: the caller's coarse_now() (Note [one clock read per call]).
+  Backend* route(const CollectiveCall& call, Clock::time_point now = coarse_now());
   // The backend on `device`, created now if needed (Note [lazy NCCL
   // communicator]; collective: every rank calls it at the same point).
   Backend& backend(int device);

@@ -49,8 +49,13 @@ unsigned long long objects_loaded() {
 // only after the driver is loaded, initialised (cuInit) and has a context,
 // which takes tens of milliseconds at the least, not one tick.
 
-PointerGetAttributes pointer_get_attributes() {
-  static std::atomic<PointerGetAttributes> cached{nullptr};
+std::atomic<PointerGetAttributes> cached{nullptr};
+
+// `now`: read by the caller only while nothing is cached (`now_fn`), or
+// passed in by a caller that read the clock anyway (Note [one clock read
+// per call] in runtime/communicator.cpp).
+template <class Now>
+PointerGetAttributes pointer_get_attributes(Now now_fn) {
   // dlopen(RTLD_NOLOAD) of a library that is not loaded costs ~25 us (it
   // searches the library path), far too much for every host collective, so
   // it is asked again only after the process loaded another object.
@@ -58,7 +63,7 @@ PointerGetAttributes pointer_get_attributes() {
   static std::atomic<int64_t> checked_tick{-1};
   PointerGetAttributes fn = cached.load(std::memory_order_acquire);
   if (fn != nullptr) return fn;
-  const int64_t tick = coarse_now().time_since_epoch().count();  // Note [coarse clock]
+  const int64_t tick = now_fn().time_since_epoch().count();  // Note [coarse clock]
   if (checked_tick.load(std::memory_order_relaxed) == tick) return nullptr;
   const unsigned long long loaded = objects_loaded();
   if (checked_at.load(std::memory_order_relaxed) == loaded) {
@@ -79,11 +84,15 @@ PointerGetAttributes pointer_get_attributes() {
 
 }  // namespace
 
-bool cuda_driver_loaded() { return pointer_get_attributes() != nullptr; }
+bool cuda_driver_loaded(Clock::time_point now) {
+  return pointer_get_attributes([now] { return now; }) != nullptr;
+}
+
+bool cuda_driver_loaded() { return pointer_get_attributes(coarse_now) != nullptr; }
 
 MemoryLocation locate(const void* p) {
   if (p == nullptr) return {};
-  PointerGetAttributes get = pointer_get_attributes();
+  PointerGetAttributes get = pointer_get_attributes(coarse_now);
   if (get == nullptr) return {};
   unsigned memory_type = 0;
   unsigned is_managed = 0;
@@ -101,6 +110,7 @@ MemoryLocation locate(const void* p) {
 bool built_with_cuda() { return true; }
 #else
 MemoryLocation locate(const void*) { return {}; }
+bool cuda_driver_loaded(Clock::time_point) { return false; }
 bool cuda_driver_loaded() { return false; }
 bool built_with_cuda() { return false; }
 #endif

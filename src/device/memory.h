@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "base/deadline.h"
+
 namespace gradwire::device {
 
 struct MemoryLocation {
@@ -27,7 +29,10 @@ struct MemoryLocation {
 // Built without CUDA: always Host.
 MemoryLocation locate(const void* p);
 // False while no device pointer can exist in this process (the driver is
-// not loaded): the one check a host-only collective pays.
+// not loaded): the one check a host-only collective pays. `now`: the
+// caller's coarse_now() when it has one (Note [one clock read per call] in
+// runtime/communicator.cpp).
+bool cuda_driver_loaded(Clock::time_point now);
 bool cuda_driver_loaded();
 
 // True if this build can run device-buffer collectives at all.

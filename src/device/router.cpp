@@ -10,8 +10,8 @@
 
 namespace gradwire::device {
 
-Backend* Router::route(const CollectiveCall& call) {
-  if (!cuda_driver_loaded()) return nullptr;  // the host-only fast path
+Backend* Router::route(const CollectiveCall& call, Clock::time_point now) {
+  if (!cuda_driver_loaded(now)) return nullptr;  // the host-only fast path
   const std::string_view op = call.name();
   // A rooted collective's buffer that moves no bytes on this rank (a
   // broadcast's send off the root, a reduce's or gather's recv) means nothing.

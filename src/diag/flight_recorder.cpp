@@ -89,7 +89,8 @@ uint16_t Recorder::register_comm(const std::string& name, int rank, int size) {
   return uint16_t(comms_.size() - 1);
 }
 
-uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& info) {
+uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& info,
+                          Clock::time_point now) {
   if (capacity_ == 0) return 0;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot& s = slot(id);
@@ -104,29 +105,11 @@ uint64_t Recorder::queued(uint16_t comm, uint32_t seq, const CollectiveCall& inf
   s.root.store(info.root, r);
   s.count.store(info.count, r);
   s.state.store(uint8_t(State::Queued), r);
-  s.queued_us.store(now_us(), r);
+  s.queued_us.store(monotonic_us(now), r);
   s.started_us.store(0, r);
   s.done_us.store(0, r);
   s.id.store(id, std::memory_order_release);
   return id;
-}
-
-void Recorder::started(uint64_t id, bool at_queue_time) {
-  if (id == 0) return;
-  Slot& s = slot(id);
-  if (s.id.load(std::memory_order_acquire) != id) return;  // overwritten: N newer records
-  s.started_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed) : now_us(),
-                     std::memory_order_relaxed);
-  s.state.store(uint8_t(State::Started), std::memory_order_relaxed);
-}
-
-void Recorder::done(uint64_t id, bool ok, bool at_queue_time) {
-  if (id == 0) return;
-  Slot& s = slot(id);
-  if (s.id.load(std::memory_order_acquire) != id) return;
-  s.done_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed) : now_us(),
-                  std::memory_order_relaxed);
-  s.state.store(uint8_t(ok ? State::Completed : State::Failed), std::memory_order_relaxed);
 }
 
 void Recorder::set_error(uint16_t comm, uint32_t seq, const std::string& message) {
@@ -151,6 +134,9 @@ std::string Recorder::dump_path() const {
 // except for broadcast, times 0 where the state was not reached.
 std::string Recorder::to_json(const std::string& reason) const {
   std::lock_guard<std::mutex> lk(mu_);
+  // Note [recorded on the monotonic clock]: to the Unix epoch; 0 stays 0.
+  const int64_t shift = now_us() - monotonic_us(coarse_now());
+  const auto epoch = [shift](int64_t t) { return t ? t + shift : 0; };
   std::string out = fmt::format(
       "{{\"format\": \"gradwire-fr/1\", \"rank\": {}, \"world_size\": {}, \"host\": \"{}\", "
       "\"pid\": {}, \"version\": \"{}\", \"reason\": \"{}\", \"dumped_us\": {},\n"
@@ -179,8 +165,8 @@ std::string Recorder::to_json(const std::string& reason) const {
         s.comm.load(r), s.seq.load(r), to_string(CollectiveOp(s.op.load(r))),
         to_string(DataType(s.dtype.load(r))), s.count.load(r),
         s.has_redop.load(r) ? to_string(ReduceOp(s.redop.load(r))) : std::string_view(),
-        s.root.load(r), to_string(State(s.state.load(r))), s.queued_us.load(r),
-        s.started_us.load(r), s.done_us.load(r));
+        s.root.load(r), to_string(State(s.state.load(r))), epoch(s.queued_us.load(r)),
+        epoch(s.started_us.load(r)), epoch(s.done_us.load(r)));
     if (s.id.load(std::memory_order_acquire) != id) continue;  // rewritten while read
     out += (any ? "," : "") + e;
     any = true;

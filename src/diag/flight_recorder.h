@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/collective_call.h"
+#include "base/deadline.h"
 #include "gradwire/types.h"
 
 namespace gradwire::fr {
@@ -32,6 +33,17 @@ State parse_state(std::string_view s);
 // to a scheduler tick (Note [coarse clock]).
 int64_t now_us();
 
+// Note [recorded on the monotonic clock]: the ring keeps coarse monotonic
+// microseconds, so a collective on its caller's thread records the time it
+// read anyway (Note [one clock read per call] in runtime/communicator.cpp)
+// instead of reading the wall clock too; to_json() shifts them to the Unix
+// epoch by the two clocks' difference at the dump (a wall-clock step
+// between a record and the dump shifts the record by as much; entries stay
+// ordered among themselves).
+inline int64_t monotonic_us(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
 class Recorder {
  public:
   // The process's recorder; configure() sets its size once (the first
@@ -42,17 +54,36 @@ class Recorder {
 
   // A communicator's index in dumps; its name, rank and size in it.
   uint16_t register_comm(const std::string& name, int rank, int size);
-  // Returns the record id for started()/done(); 0 when disabled.
-  uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveCall& call);
+  // Returns the record id for started()/done(); 0 when disabled. `now`:
+  // the caller's coarse_now().
+  uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveCall& call,
+                  Clock::time_point now = coarse_now());
   // `at_queue_time`: started when queued (a collective on its caller's
   // thread): the queued time is kept, saving a clock read per call.
-  void started(uint64_t id, bool at_queue_time = false);
+  // Inline, as done(): a few stores, called on every collective.
+  void started(uint64_t id, bool at_queue_time = false) {
+    if (id == 0) return;
+    Slot& s = slot(id);
+    if (s.id.load(std::memory_order_acquire) != id) return;  // overwritten: N newer records
+    s.started_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed)
+                                     : monotonic_us(coarse_now()),
+                       std::memory_order_relaxed);
+    s.state.store(uint8_t(State::Started), std::memory_order_relaxed);
+  }
   // `at_queue_time`: a collective that ran on its caller's thread, which
   // ends within its spin budgets (200 us a wait) and at most a staging
   // half of copying, almost always inside one tick of the coarse clock
   // (1-4 ms, its resolution): the queued time is kept (at worst about a
   // tick early) instead of reading the clock again.
-  void done(uint64_t id, bool ok, bool at_queue_time = false);
+  void done(uint64_t id, bool ok, bool at_queue_time = false) {
+    if (id == 0) return;
+    Slot& s = slot(id);
+    if (s.id.load(std::memory_order_acquire) != id) return;
+    s.done_us.store(at_queue_time ? s.queued_us.load(std::memory_order_relaxed)
+                                  : monotonic_us(coarse_now()),
+                    std::memory_order_relaxed);
+    s.state.store(uint8_t(ok ? State::Completed : State::Failed), std::memory_order_relaxed);
+  }
   // The error that ended a communicator's collective `seq` (first one kept).
   void set_error(uint16_t comm, uint32_t seq, const std::string& message);
 

@@ -123,28 +123,40 @@ Engine::Task on_engine(F task) {
 //  - Work::wait() and test() read an atomic `done` before taking the lock;
 //  - the small path reads the control segments' windows through a pointer
 //    cached once they exist (active_windows), not under shared_mu.
-std::shared_ptr<detail::WorkState> CommunicatorImpl::state_for(const detail::CallText& text) {
+std::shared_ptr<detail::WorkState> CommunicatorImpl::state_for(uint32_t seq,
+                                                               const CollectiveCall& call,
+                                                               const Label& label) {
+  // Note [descriptions on demand] in base/work_state.h: the parts only.
+  const std::string_view comm = world_named_ ? std::string_view() : std::string_view(name);
+  const std::string_view detail = label.name.empty() ? std::string_view() : label.detail;
   if (spare_state_ && spare_state_.use_count() == 1) {
     // Every other holder (a Work, the engine, the watchdog) let go with an
     // acq_rel decrement; this fence orders their last reads before our
     // writes.
     std::atomic_thread_fence(std::memory_order_acquire);
-    spare_state_->reuse(text);
+    spare_state_->reuse(rank, comm, label.name, detail, seq, call);
     return spare_state_;
   }
-  spare_state_ = std::make_shared<detail::WorkState>(text, options.timeout);
+  detail::CallText text;
+  text.rank = rank;
+  text.comm = comm;
+  text.label = label.name;
+  text.detail = detail;
+  text.seq = seq;
+  text.call = call;
+  spare_state_ = std::make_shared<detail::WorkState>(std::move(text), options.timeout);
   return spare_state_;
 }
 
 Work CommunicatorImpl::submit(const CollectiveCall& info,
                               std::function<void(collectives::Context&)> fn, const Label& label,
                               bool inline_ok) {
-  return submit_task(info, std::move(fn), label, inline_ok);
+  return submit_task(info, std::move(fn), label, inline_ok, coarse_now());
 }
 
 template <class F>
 Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label& label,
-                                   bool inline_ok) {
+                                   bool inline_ok, Clock::time_point now) {
   if (aborted_) {
     std::lock_guard<std::mutex> lk(state_mu_);
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
@@ -155,32 +167,25 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
           label.name.empty() ? info.name() : label.name, name, stop.reason);
   }
-  std::unique_lock<std::mutex> lk(submit_mu_);
+  std::unique_lock<SpinMutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
-  // Note [descriptions on demand] in base/work_state.h.
-  detail::CallText text;
-  text.rank = rank;
-  if (!world_named_) text.comm = name;
-  if (!label.name.empty()) {
-    text.label = std::string(label.name);
-    text.detail = label.detail;
-  }
-  text.seq = seq;
-  text.call = info;
-  std::shared_ptr<detail::WorkState> state = state_for(text);
+  std::shared_ptr<detail::WorkState> state = state_for(seq, info, label);
   // Note [recording is a few stores] in diag/flight_recorder.h.
-  const uint64_t record = fr::Recorder::instance().queued(fr_comm_, seq, info);
+  const uint64_t record = recorder_.queued(fr_comm_, seq, info, now);
   const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
   // Mutable: a collective begun on the caller's thread and resumed on the
   // engine's (Note [inline small collectives]) keeps its deadline and is
-  // recorded as started once.
-  auto task = [this, &stop, seq, record, info, queued_us,
-               label_name = label.name.empty() ? std::string() : std::string(label.name),
-               fn = std::move(fn), begun = false, deadline = Deadline::never(),
+  // recorded as started once. The call and its label are read from the
+  // state (`work.text()`), not copied into the closure: its construction
+  // was ~75 instructions of an 8-byte broadcast's ~1200 (issue 18).
+  auto task = [this, &stop, seq, record, queued_us, fn = std::move(fn), begun = false,
+               deadline = Deadline::never(),
                started_us = int64_t(0)](detail::WorkState& work, bool on_caller) mutable {
     const auto what = [&work]() -> const std::string& { return work.description(); };
+    const CollectiveCall& info = work.text().call;
+    const std::string& label_name = work.text().label;
     const std::string_view op = label_name.empty() ? info.name() : std::string_view(label_name);
-    auto& recorder = fr::Recorder::instance();
+    fr::Recorder& recorder = recorder_;
     const bool resumed = begun;
     if (!begun) {
       begun = true;
@@ -243,7 +248,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   // without its lock (Note [the lean inline path]).
   if (inline_ok && !options.debug_detail) {
     state->phase = detail::WorkState::Phase::Running;
-    state->started = coarse_now();  // Note [coarse clock]
+    state->started = now;  // Note [coarse clock]
     if (engine_->claim_inline()) {
       lk.unlock();
       std::exception_ptr err;
@@ -457,10 +462,16 @@ Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps st
   return gpu->submit(call, DeviceStreamScope::current(), std::move(steps));
 }
 
+// Note [one clock read per call]: a collective reads the coarse clock once,
+// here, for the driver check of its routing (Note [rechecking for the
+// driver] in device/memory.cpp), its flight-recorder entry (Note [recorded
+// on the monotonic clock]) and, on the caller's thread, its start and
+// deadline: three reads of ~30 instructions each before (issue 18).
 Work CommunicatorImpl::start(const CollectiveCall& call) {
   validate(call, rank, size);
+  const Clock::time_point now = coarse_now();
   // 1. CUDA buffers: the device path (Note [device-buffer dispatch]).
-  if (auto* gpu = devices->route(call)) {
+  if (auto* gpu = devices->route(call, now)) {
     return gpu->submit(call, DeviceStreamScope::current());
   }
   // 2-4 run on the engine thread, decided here from what every rank knows
@@ -474,7 +485,7 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
       return submit_task(call, [windows, call, state = collectives::SmallState{}](
                                    collectives::Context& ctx) mutable {
         collectives::run_small(ctx, *windows, call, state);
-      }, {}, /*inline_ok=*/true);
+      }, {}, /*inline_ok=*/true, now);
     }
   }
   const Direct direct = direct_call(*this, call);
@@ -505,7 +516,7 @@ Work CommunicatorImpl::start(const CollectiveCall& call) {
       return;
     }
     collectives::run(ctx, call);
-  }, {}, inline_ok);
+  }, {}, inline_ok, now);
 }
 
 SharedBuffer Communicator::allocate_shared(size_t bytes) {

@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/context.h"
 #include "base/collective_call.h"
+#include "base/spin_mutex.h"
 #include "runtime/engine.h"
 #include "runtime/p2p.h"
 #include "diag/flight_recorder.h"
@@ -152,15 +153,19 @@ class CommunicatorImpl {
   // submit() with `fn` of any type: on the caller's thread it runs without
   // being wrapped in a std::function (Note [the lean inline path]).
   template <class F>
-  Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok);
+  // `now`: coarse_now() read once by the caller (Note [one clock read per
+  // call] in communicator.cpp).
+  Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok,
+                   Clock::time_point now);
   // A finished WorkState that nothing else holds is reused by the next
   // submission (Note [the lean inline path]); under submit_mu_.
-  std::shared_ptr<detail::WorkState> state_for(const detail::CallText& text);
+  std::shared_ptr<detail::WorkState> state_for(uint32_t seq, const CollectiveCall& call,
+                                               const Label& label);
 
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).
   std::array<std::vector<std::byte>, 2> scratch_;
-  std::mutex submit_mu_;
+  SpinMutex submit_mu_;  // base/spin_mutex.h: held for a submission only
   uint32_t next_seq_ = 0;
   std::shared_ptr<detail::WorkState> spare_state_;  // under submit_mu_
   bool world_named_ = false;  // name == "world": left out of descriptions
@@ -173,6 +178,7 @@ class CommunicatorImpl {
   PointToPoint p2p_{*this};
   std::unique_ptr<Engine> engine_;
   uint16_t fr_comm_ = 0;  // this communicator in flight-recorder dumps
+  fr::Recorder& recorder_ = fr::Recorder::instance();
   std::unique_ptr<Watchdog> watchdog_;  // stopped first, in ~CommunicatorImpl
 };
 

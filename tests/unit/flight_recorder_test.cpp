@@ -52,6 +52,12 @@ TEST(FlightRecorder, RingKeepsTheNewestEntriesInOrder) {
   EXPECT_EQ(d.entries[3].redop, "sum");
   EXPECT_GT(d.entries[2].done_us, 0);
   EXPECT_EQ(d.entries[3].done_us, 0);
+  // Note [recorded on the monotonic clock]: dumped on the Unix epoch, as
+  // other ranks' dumps and the dump's own time are.
+  for (const auto& e : d.entries) {
+    EXPECT_LE(std::llabs(e.queued_us - d.dumped_us), 10'000'000) << e.seq;
+    EXPECT_LE(e.queued_us, e.started_us == 0 ? e.queued_us : e.started_us);
+  }
 }
 
 TEST(FlightRecorder, DisabledRecordsNothing) {
