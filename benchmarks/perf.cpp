@@ -33,9 +33,11 @@ Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
   void* send = b.send_ptr();
   void* recv = b.recv_ptr();
   const int rank = comm.rank(), n = comm.size();
+  const Coll kind = coll_kind(a.coll);
+  const bool p2p = is_p2p(a.coll);
   // Point-to-point steps wait inside.
   auto p2p_step = [&] {
-    if (a.coll == "sendrecv") {
+    if (kind == Coll::Sendrecv) {
       Work r = comm.recv(recv, b.count, a.dtype, (rank + n - 1) % n);
       Work s = comm.send(send, b.count, a.dtype, (rank + 1) % n);
       s.wait();
@@ -49,15 +51,17 @@ Row run_gradwire(Communicator& comm, const Args& a, Buffers& b) {
     }
   };
   auto launch = [&]() -> Work {
-    if (a.coll == "allreduce") return comm.allreduce(send, recv, b.count, a.dtype, a.op);
-    if (a.coll == "reduce_scatter") return comm.reduce_scatter(send, recv, b.count, a.dtype, a.op);
-    if (a.coll == "allgather") return comm.allgather(send, recv, b.count, a.dtype);
-    if (a.coll == "broadcast") return comm.broadcast(send, recv, b.count, a.dtype, 0);
-    if (a.coll == "barrier") return comm.barrier();
-    return comm.alltoall(send, recv, b.send_count / comm.size(), a.dtype);
+    switch (kind) {
+      case Coll::Allreduce: return comm.allreduce(send, recv, b.count, a.dtype, a.op);
+      case Coll::ReduceScatter: return comm.reduce_scatter(send, recv, b.count, a.dtype, a.op);
+      case Coll::Allgather: return comm.allgather(send, recv, b.count, a.dtype);
+      case Coll::Broadcast: return comm.broadcast(send, recv, b.count, a.dtype, 0);
+      case Coll::Barrier: return comm.barrier();
+      default: return comm.alltoall(send, recv, b.send_count / comm.size(), a.dtype);
+    }
   };
   auto step = [&] {
-    if (is_p2p(a.coll)) {
+    if (p2p) {
       p2p_step();
     } else {
       launch().wait();

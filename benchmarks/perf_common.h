@@ -75,6 +75,20 @@ int64_t count_wrong(const Args& a, const Buffers& b, int rank, int world);
 double bus_factor(const std::string& coll, int world);
 // sendrecv and pingpong: point-to-point, not collectives.
 inline bool is_p2p(const std::string& coll) { return coll == "sendrecv" || coll == "pingpong"; }
+// Args::coll decided once, before the timed loop: comparing the name with
+// each operation's at every call was ~6 % of an 8-byte broadcast's time
+// (a perf profile, issue 18), on both sides of a comparison.
+enum class Coll { Allreduce, ReduceScatter, Allgather, Broadcast, Barrier, Alltoall, Sendrecv, Pingpong };
+inline Coll coll_kind(const std::string& coll) {
+  if (coll == "allreduce") return Coll::Allreduce;
+  if (coll == "reduce_scatter") return Coll::ReduceScatter;
+  if (coll == "allgather") return Coll::Allgather;
+  if (coll == "broadcast") return Coll::Broadcast;
+  if (coll == "barrier") return Coll::Barrier;
+  if (coll == "sendrecv") return Coll::Sendrecv;
+  if (coll == "pingpong") return Coll::Pingpong;
+  return Coll::Alltoall;
+}
 
 // --buffers cuda (perf_cuda.cpp): picks this rank's GPU and puts b's send
 // and receive buffers there (uploading the send pattern); clears the device

@@ -61,24 +61,25 @@ Row run_mpi(const Args& a, Buffers& b, int rank, int n) {
     counts[r] = int(gradwire::shard_count(b.count, n, r));
     displs[r] = int(gradwire::shard_offset(b.count, n, r));
   }
+  const Coll kind = coll_kind(a.coll);
   auto launch = [&] {
-    if (a.coll == "allreduce") {
+    if (kind == Coll::Allreduce) {
       MPI_Allreduce(b.send.data(), b.recv.data(), int(b.count), type, op, MPI_COMM_WORLD);
-    } else if (a.coll == "reduce_scatter") {
+    } else if (kind == Coll::ReduceScatter) {
       MPI_Reduce_scatter(b.send.data(), b.recv.data(), counts.data(), type, op, MPI_COMM_WORLD);
-    } else if (a.coll == "allgather") {
+    } else if (kind == Coll::Allgather) {
       MPI_Allgatherv(b.send.data(), int(b.send_count), type, b.recv.data(), counts.data(),
                      displs.data(), type, MPI_COMM_WORLD);
-    } else if (a.coll == "barrier") {
+    } else if (kind == Coll::Barrier) {
       MPI_Barrier(MPI_COMM_WORLD);
-    } else if (a.coll == "broadcast") {
+    } else if (kind == Coll::Broadcast) {
       // In place on the receive buffer, seeded from the root's send buffer.
       if (rank == 0) std::copy(b.send.begin(), b.send.end(), b.recv.begin());
       MPI_Bcast(b.recv.data(), int(b.count), type, 0, MPI_COMM_WORLD);
-    } else if (a.coll == "sendrecv") {
+    } else if (kind == Coll::Sendrecv) {
       MPI_Sendrecv(b.send.data(), int(b.count), type, (rank + 1) % n, 0, b.recv.data(),
                    int(b.count), type, (rank + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (a.coll == "pingpong") {
+    } else if (kind == Coll::Pingpong) {
       if (rank == 0 && n > 1) {
         MPI_Send(b.send.data(), int(b.count), type, 1, 0, MPI_COMM_WORLD);
         MPI_Recv(b.recv.data(), int(b.count), type, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
