@@ -107,6 +107,8 @@ struct WorkState {
   // watchdog abandoned (Note [a published failure ends a stuck wait]) is
   // finished again by its engine thread if the provider ever returns.
   void finish(std::exception_ptr err);
+  // Note [idle before done] in runtime/engine.cpp: the engine finishes a
+  // Work without callbacks after it went idle.
   bool has_callbacks() {
     std::lock_guard<std::mutex> lk(mu);
     return !callbacks.empty();

@@ -49,18 +49,20 @@ unsigned long long objects_loaded() {
 // only after the driver is loaded, initialised (cuInit) and has a context,
 // which takes tens of milliseconds at the least, not one tick.
 
+// At namespace scope, not in the template below: each instantiation would
+// have its own copies.
 std::atomic<PointerGetAttributes> cached{nullptr};
+// dlopen(RTLD_NOLOAD) of a library that is not loaded costs ~25 us (it
+// searches the library path), far too much for every host collective, so
+// it is asked again only after the process loaded another object.
+std::atomic<unsigned long long> checked_at{~0ull};
+std::atomic<int64_t> checked_tick{-1};
 
-// `now`: read by the caller only while nothing is cached (`now_fn`), or
-// passed in by a caller that read the clock anyway (Note [one clock read
-// per call] in runtime/communicator.cpp).
+// `now_fn`: the clock, read only while nothing is cached, or the time a
+// caller read anyway (Note [one clock read per call] in
+// runtime/communicator.cpp).
 template <class Now>
 PointerGetAttributes pointer_get_attributes(Now now_fn) {
-  // dlopen(RTLD_NOLOAD) of a library that is not loaded costs ~25 us (it
-  // searches the library path), far too much for every host collective, so
-  // it is asked again only after the process loaded another object.
-  static std::atomic<unsigned long long> checked_at{~0ull};
-  static std::atomic<int64_t> checked_tick{-1};
   PointerGetAttributes fn = cached.load(std::memory_order_acquire);
   if (fn != nullptr) return fn;
   const int64_t tick = now_fn().time_since_epoch().count();  // Note [coarse clock]
