@@ -49,23 +49,20 @@ unsigned long long objects_loaded() {
 // only after the driver is loaded, initialised (cuInit) and has a context,
 // which takes tens of milliseconds at the least, not one tick.
 
-// At namespace scope, not in the template below: each instantiation would
-// have its own copies.
-std::atomic<PointerGetAttributes> cached{nullptr};
-// dlopen(RTLD_NOLOAD) of a library that is not loaded costs ~25 us (it
-// searches the library path), far too much for every host collective, so
-// it is asked again only after the process loaded another object.
-std::atomic<unsigned long long> checked_at{~0ull};
-std::atomic<int64_t> checked_tick{-1};
-
-// `now_fn`: the clock, read only while nothing is cached, or the time a
-// caller read anyway (Note [one clock read per call] in
-// runtime/communicator.cpp).
-template <class Now>
-PointerGetAttributes pointer_get_attributes(Now now_fn) {
+// `now`: a coarse_now() the caller read anyway (Note [one clock read per
+// call] in runtime/communicator.cpp), or null: the clock is then read here,
+// and only while the driver is not found yet.
+PointerGetAttributes pointer_get_attributes(const Clock::time_point* now) {
+  static std::atomic<PointerGetAttributes> cached{nullptr};
+  // dlopen(RTLD_NOLOAD) of a library that is not loaded costs ~25 us (it
+  // searches the library path), far too much for every host collective, so
+  // it is asked again only after the process loaded another object.
+  static std::atomic<unsigned long long> checked_at{~0ull};
+  static std::atomic<int64_t> checked_tick{-1};
   PointerGetAttributes fn = cached.load(std::memory_order_acquire);
   if (fn != nullptr) return fn;
-  const int64_t tick = now_fn().time_since_epoch().count();  // Note [coarse clock]
+  // Note [coarse clock]
+  const int64_t tick = (now ? *now : coarse_now()).time_since_epoch().count();
   if (checked_tick.load(std::memory_order_relaxed) == tick) return nullptr;
   const unsigned long long loaded = objects_loaded();
   if (checked_at.load(std::memory_order_relaxed) == loaded) {
@@ -86,15 +83,13 @@ PointerGetAttributes pointer_get_attributes(Now now_fn) {
 
 }  // namespace
 
-bool cuda_driver_loaded(Clock::time_point now) {
-  return pointer_get_attributes([now] { return now; }) != nullptr;
-}
+bool cuda_driver_loaded(Clock::time_point now) { return pointer_get_attributes(&now) != nullptr; }
 
-bool cuda_driver_loaded() { return pointer_get_attributes(coarse_now) != nullptr; }
+bool cuda_driver_loaded() { return pointer_get_attributes(nullptr) != nullptr; }
 
 MemoryLocation locate(const void* p) {
   if (p == nullptr) return {};
-  PointerGetAttributes get = pointer_get_attributes(coarse_now);
+  PointerGetAttributes get = pointer_get_attributes(nullptr);
   if (get == nullptr) return {};
   unsigned memory_type = 0;
   unsigned is_managed = 0;

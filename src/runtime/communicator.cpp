@@ -30,10 +30,9 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
       engine_(std::make_unique<Engine>("gradwire " + name)) {
   world_rank = rank;  // setup::split overrides it for sub-communicators
   world_named_ = name == "world";
-  auto& recorder = fr::Recorder::instance();
   // The first communicator of the process (the world) sizes the recorder.
-  recorder.configure(options.flight_recorder_size, options.flight_recorder_dir, rank, size);
-  fr_comm_ = recorder.register_comm(name, rank, size);
+  recorder_.configure(options.flight_recorder_size, options.flight_recorder_dir, rank, size);
+  fr_comm_ = recorder_.register_comm(name, rank, size);
   trace::configure(options.trace_dir, rank);
   watchdog_ = std::make_unique<Watchdog>(*this, bootstrap ? bootstrap->store() : nullptr);
   // Note [device host]: what the device layer may use of this communicator.
@@ -137,14 +136,8 @@ std::shared_ptr<detail::WorkState> CommunicatorImpl::state_for(uint32_t seq,
     spare_state_->reuse(rank, comm, label.name, detail, seq, call);
     return spare_state_;
   }
-  detail::CallText text;
-  text.rank = rank;
-  text.comm = comm;
-  text.label = label.name;
-  text.detail = detail;
-  text.seq = seq;
-  text.call = call;
-  spare_state_ = std::make_shared<detail::WorkState>(std::move(text), options.timeout);
+  spare_state_ = std::make_shared<detail::WorkState>(detail::CallText{}, options.timeout);
+  spare_state_->reuse(rank, comm, label.name, detail, seq, call);
   return spare_state_;
 }
 
@@ -288,11 +281,10 @@ void CommunicatorImpl::fail_communicator(const std::string& reason, uint32_t seq
 }
 
 void CommunicatorImpl::on_failure(const std::string& reason, uint32_t seq, ErrorCode code) {
-  auto& recorder = fr::Recorder::instance();
-  recorder.set_error(fr_comm_, seq, reason);
+  recorder_.set_error(fr_comm_, seq, reason);
   // A failure caused by another rank's report is not news to the job.
   if (!job::failed_flag().load(std::memory_order_acquire)) job::report_failure(world_rank, reason, code);
-  recorder.dump(reason);
+  recorder_.dump(reason);
   if (options.abort_process_on_error) {
     // The watchdog would publish on its next tick; the process will not
     // live that long.
