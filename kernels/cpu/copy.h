@@ -45,7 +45,9 @@ inline void copy(void* dst, const void* src, size_t bytes) {
     d[bytes - 1] = last;
   }
 }
-// copy(a, src, bytes) and copy(b, src, bytes) in one pass over src.
-void copy2(void* a, void* b, const void* src, size_t bytes);
+// copy(dst, src, bytes) into memory that another process reads next and
+// may hold in its cache: a staging area, a peer's shared buffer (Note
+// [stores into lines a peer reads] in kernels/cpu/copy.cpp).
+void copy_for_peers(void* dst, const void* src, size_t bytes);
 
 }  // namespace gradwire::kernels

@@ -30,7 +30,8 @@
 //                      results (their position q) into its output.
 //   reduce_scatter: steps 1 and 2, the fold written to the output only.
 //   allgather:      1. copies its shard's piece into its staging area
-//                      (position 0), raises `progress` to 2g + 2;
+//                      (position 0), raises `progress` to 2g + 2, and
+//                      copies the piece into its own output;
 //                   3. waits for every peer's 2g + 1 and copies their pieces
 //                      into its output.
 // Every element is computed once, in rank order, so all ranks end bitwise
@@ -100,8 +101,8 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
     for (int q = 0; q < n; ++q) {
       const Range p = piece(q, k);
       if (q != r && p.len) {
-        kernels::copy(mine + size_t(q) * piece_bytes, send + (b.offset[q] + p.first) * es,
-                      p.len * es);
+        kernels::copy_for_peers(mine + size_t(q) * piece_bytes,
+                                send + (b.offset[q] + p.first) * es, p.len * es);
       }
     }
   };
@@ -130,8 +131,8 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
       kernels::reduce(tmp, input(0, x), input(1, x), c, call.dtype, call.redop);
       for (int q = 2; q < n; ++q) kernels::reduce(tmp, tmp, input(q, x), c, call.dtype, call.redop);
       if (call.redop == ReduceOp::Avg) kernels::divide(tmp, c, call.dtype, n);
-      if (staged_out) kernels::copy2(out + x * es, staged_out + x * es, tmp, c * es);
-      else kernels::copy(out + x * es, tmp, c * es);
+      kernels::copy(out + x * es, tmp, c * es);
+      if (staged_out) kernels::copy_for_peers(staged_out + x * es, tmp, c * es);
     }
   };
 
@@ -169,13 +170,15 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
         break;
       case CollectiveOp::Allgather:
         if (state.step == 0) {
-          // Our shard into the staging area and (unless in place) into our
-          // own output, in one pass over it.
+          // Our shard into the staging area (a copy into lines the peers
+          // hold: Note [stores into lines a peer reads]), published at
+          // once; then, while the peers read it, into our own output
+          // (unless in place) from the piece still in L2.
           const std::byte* src = send + own.first * es;
           std::byte* dst = recv + (b.offset[r] + own.first) * es;
-          if (own.len && dst != src) kernels::copy2(mine, dst, src, own.len * es);
-          else if (own.len) kernels::copy(mine, src, own.len * es);
+          if (own.len) kernels::copy_for_peers(mine, src, own.len * es);
           me.progress.store(2 * g + 2, std::memory_order_release);
+          if (own.len && dst != src) kernels::copy(dst, src, own.len * es);
           state.step = 1;
         }
         wait_progress(ctx, w, 2 * g + 1, " to stage its shard of this collective");

@@ -134,7 +134,13 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
     case CollectiveOp::Allreduce:
       reduce_block(ctx, in, first, len, call.dtype, call.redop,
                    [&](size_t x, const std::byte* tmp, size_t bytes) {
-                     for (int p = 0; p < n; ++p) kernels::copy(out[p] + (first + x) * es, tmp, bytes);
+                     // Peers' outputs are lines their owners read (Note
+                     // [stores into lines a peer reads]).
+                     for (int p = 0; p < n; ++p) {
+                       std::byte* dst = out[p] + (first + x) * es;
+                       if (p == r) kernels::copy(dst, tmp, bytes);
+                       else kernels::copy_for_peers(dst, tmp, bytes);
+                     }
                    });
       break;
     case CollectiveOp::ReduceScatter:

@@ -22,9 +22,10 @@ std::byte* data_of(std::byte* ring) { return ring + kMailControlBytes; }
 void copy_in(std::byte* ring, uint64_t pos, const void* src, size_t bytes) {
   if (bytes == 0) return;
   const size_t at = pos % kMailCapacity, first = std::min(bytes, kMailCapacity - at);
-  kernels::copy(data_of(ring) + at, src, first);
-  if (first < bytes) kernels::copy(data_of(ring), static_cast<const std::byte*>(src) + first,
-                                   bytes - first);
+  // The reader's cache holds the ring (Note [stores into lines a peer reads]).
+  kernels::copy_for_peers(data_of(ring) + at, src, first);
+  if (first < bytes) kernels::copy_for_peers(data_of(ring), static_cast<const std::byte*>(src) + first,
+                                             bytes - first);
 }
 
 void copy_out(const std::byte* ring, uint64_t pos, void* dst, size_t bytes) {
@@ -94,7 +95,7 @@ bool BulkWriter::write(const void* src, size_t bytes) {
     drained_seen_ = drained_of(base_).load(std::memory_order_acquire);
     if (filled_ - drained_seen_ >= 2) return false;
   }
-  kernels::copy(half_of(base_, filled_), src, bytes);
+  kernels::copy_for_peers(half_of(base_, filled_), src, bytes);
   ++filled_;
   filled_of(base_).store(filled_, std::memory_order_release);
   return true;
