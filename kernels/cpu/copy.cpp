@@ -75,11 +75,11 @@ void copy_bulk(void* dst, const void* src, size_t bytes) {
   if (done < bytes) std::memcpy(d + done, s + done, bytes - done);
 }
 
-void copy_for_peers(void* dst, const void* src, size_t bytes) {
+void copy_for_peers_bulk(void* dst, const void* src, size_t bytes) {
   // The sanitizers see no access in inline assembly: there, the loop.
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   const auto gap = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
-  if (bytes >= kLoopFrom && (gap == 0 || gap >= 64)) {
+  if (gap == 0 || gap >= 64) {
     asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(bytes) : : "memory");
     return;
   }

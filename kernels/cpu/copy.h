@@ -45,9 +45,16 @@ inline void copy(void* dst, const void* src, size_t bytes) {
     d[bytes - 1] = last;
   }
 }
+// copy_for_peers() from 2 KiB.
+void copy_for_peers_bulk(void* dst, const void* src, size_t bytes);
+
 // copy(dst, src, bytes) into memory that another process reads next and
-// may hold in its cache: a staging area, a peer's shared buffer (Note
-// [stores into lines a peer reads] in kernels/cpu/copy.cpp).
-void copy_for_peers(void* dst, const void* src, size_t bytes);
+// may hold in its cache: a staging area or slot, a peer's shared buffer
+// (Note [stores into lines a peer reads] in kernels/cpu/copy.cpp). Below
+// 2 KiB it is copy(), inline: a small collective's payload pays no call.
+inline void copy_for_peers(void* dst, const void* src, size_t bytes) {
+  if (bytes >= 2048) copy_for_peers_bulk(dst, src, bytes);
+  else copy(dst, src, bytes);
+}
 
 }  // namespace gradwire::kernels
