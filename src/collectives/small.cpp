@@ -62,21 +62,20 @@ size_t staged_bytes(const CollectiveCall& call, int size) {
   }
 }
 
-// Step 1 of Note [small collectives]: this rank's input into its slot, a
-// line the peers read (Note [stores into lines a peer reads]).
+// Step 1 of Note [small collectives]: this rank's input into its slot.
 void stage(std::byte* slot, const CollectiveCall& call, int r, int n) {
   const size_t es = element_size(call.dtype);
   const auto* send = static_cast<const std::byte*>(call.send);
   switch (call.op) {
     case CollectiveOp::Allreduce:
     case CollectiveOp::ReduceScatter:
-      if (call.count) kernels::copy_for_peers(slot, send, call.count * es);
+      if (call.count) kernels::copy(slot, send, call.count * es);
       break;
     case CollectiveOp::Allgather:
-      if (const size_t c = shard_count(call.count, n, r)) kernels::copy_for_peers(slot, send, c * es);
+      if (const size_t c = shard_count(call.count, n, r)) kernels::copy(slot, send, c * es);
       break;
     case CollectiveOp::Broadcast:
-      if (r == call.root && call.count) kernels::copy_for_peers(slot, send, call.count * es);
+      if (r == call.root && call.count) kernels::copy(slot, send, call.count * es);
       break;
     default: break;
   }
