@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   }
   const MemoryBandwidth mem =
       a.probe_mib > 0 ? probe_memory_bandwidth(size_t(a.probe_mib) << 20) : MemoryBandwidth{};
+  const double round_trip_ns = cacheline_round_trip_ns(rank);  // every rank takes part
   const std::string provider = comm->provider();
   if (root) {
     std::printf("# gradwire-perf: %s, %d ranks, provider %s, dtype %s, op %s, %d iterations "
@@ -164,6 +165,9 @@ int main(int argc, char** argv) {
     if (a.probe_mib > 0) {
       std::printf("# memory bandwidth probe (one core, %d MiB): memcpy %.2f GB/s, a += b %.2f GB/s\n",
                   a.probe_mib, mem.memcpy_gbs, mem.add_gbs);
+    }
+    if (round_trip_ns > 0) {
+      std::printf("# cache-line round trip between ranks 0 and 1: %.0f ns\n", round_trip_ns);
     }
     std::printf("#%12s %12s %9s %7s %11s %9s %9s %7s  %s\n", "size", "count", "type", "redop",
                 "time", "algbw", "busbw", "#wrong", "impl");

@@ -114,6 +114,10 @@ MemoryBandwidth probe_memory_bandwidth(size_t bytes);
 
 // MPI's collective on the same buffers (only under mpirun).
 bool mpi_available();
+// The round trip of a cache line between the first two ranks of this
+// rank's host, in ns (Note [which state the VM is in]); -1 without mpirun
+// or a second rank on the host.
+double cacheline_round_trip_ns(int rank);
 Row run_mpi(const Args& a, Buffers& b, int rank, int world);
 
 }  // namespace gwperf

@@ -5,6 +5,9 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
@@ -19,6 +22,53 @@ bool mpi_available() {
   int init = 0;
   MPI_Initialized(&init);
   return init && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
+
+// Note [which state the VM is in]: on the 2-core VM the host places the two
+// vCPUs on one core complex of its EPYC or on two, and moves them within
+// minutes. A cache line's round trip between them (50-140 ns against
+// 340-440) tells which; copies between ranks ran up to 5x apart in the two
+// states (BENCHMARKS.md, "copies into lines a peer reads"). So every run
+// prints it, and figures say which state they came from.
+double cacheline_round_trip_ns(int rank) {
+  if (!mpi_available()) return -1;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int me = 0, size = 0;
+  MPI_Comm_rank(node, &me);
+  MPI_Comm_size(node, &size);
+  double ns = -1;
+  if (size >= 2) {
+    void* base = nullptr;
+    MPI_Win win;
+    MPI_Win_allocate_shared(me == 0 ? 64 : 0, 1, MPI_INFO_NULL, node, &base, &win);
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    MPI_Win_shared_query(win, 0, &bytes, &unit, &base);
+    auto* line = static_cast<std::atomic<uint64_t>*>(base);
+    if (me == 0) line->store(0);
+    MPI_Barrier(node);
+    constexpr uint64_t kRounds = 20000;
+    if (me <= 1) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (uint64_t i = 0; i < kRounds; ++i) {
+        const uint64_t wait = 2 * i + uint64_t(me), next = wait + 1;
+        // Yield now and then: with more ranks than cores the peer may need
+        // this core to answer.
+        for (int polls = 1; line->load(std::memory_order_acquire) != wait; ++polls) {
+          if (polls % 1024 == 0) sched_yield();
+        }
+        line->store(next, std::memory_order_release);
+      }
+      ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+           double(kRounds);
+    }
+    MPI_Barrier(node);
+    MPI_Win_free(&win);
+  }
+  MPI_Bcast(&ns, 1, MPI_DOUBLE, 0, node);
+  MPI_Comm_free(&node);
+  return ns;
 }
 
 namespace {
