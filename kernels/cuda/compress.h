@@ -46,6 +46,11 @@ size_t lowrank_scratch_bytes();
 // M = P Q^T, rounded as the CPU's lowrank_expand (the same bits).
 void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
                     void* stream);
+// The same with the 16-byte path's rows per iteration chosen: 1 (the
+// schedule before Note [rows in flight]) or anything else (the default, 4);
+// for the A/B in gradwire_gpu_bench.
+void lowrank_expand_rows(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
+                         int rows_per_iteration, void* stream);
 // Gram-Schmidt on the r rows of A (one thread block, in the CPU order).
 void orthonormalize_rows(float* A, size_t r, size_t len, float epsilon, void* stream);
 // error[i] = powersgd_residual(input[i], approx[i], share) (compress_math.h).

@@ -119,8 +119,11 @@ TEST_F(CompressGpuTest, PowerSgdProductsAndOrthonormalisation) {
   struct Shape {
     size_t n, m, r;
   };
-  const Shape shapes[] = {{65, 33, 4}, {1, 700, 2}, {700, 1, 1}, {3000, 9, 4},
-                          {40, 1300, 6}, {257, 515, 3}, {5000, 64, 9}};
+  // {4099, 128, 4} and {1027, 2052, 8}: the 16-byte expansion with row
+  // ranges that do not divide into its rows per iteration.
+  const Shape shapes[] = {{65, 33, 4},   {1, 700, 2},    {700, 1, 1},    {3000, 9, 4},
+                          {40, 1300, 6}, {257, 515, 3},  {5000, 64, 9},  {4099, 128, 4},
+                          {1027, 2052, 8}};
   void* scratch = nullptr;
   ASSERT_EQ(cudaMalloc(&scratch, cuda::lowrank_scratch_bytes()), cudaSuccess);
   allocations_.push_back(scratch);
@@ -152,6 +155,10 @@ TEST_F(CompressGpuTest, PowerSgdProductsAndOrthonormalisation) {
     lowrank_expand(Pt.data(), Q2.data(), n, m, r, Mh.data());
     float* dMh = upload(std::vector<float>(n * m));
     cuda::lowrank_expand(dP, dQ, n, m, r, dMh, nullptr);
+    ASSERT_EQ(download(dMh, n * m), Mh);
+    // The one-row schedule (Note [rows in flight]) gives the same bits.
+    cudaMemset(dMh, 0, n * m * sizeof(float));
+    cuda::lowrank_expand_rows(dP, dQ, n, m, r, dMh, 1, nullptr);
     ASSERT_EQ(download(dMh, n * m), Mh);
     // error = input - approx * share, bit for bit.
     std::vector<float> err(n * m);

@@ -150,6 +150,14 @@ const Kernel kKernels[] = {
        cu::lowrank_expand(static_cast<const float*>(m.b), static_cast<const float*>(m.c), k, k,
                           kRank, static_cast<float*>(m.a), s);
      }},
+    // The schedule before Note [rows in flight] (kernels/cuda/lowrank.cu):
+    // one row per iteration; the A/B for the row above.
+    {"lowrank_expand_1row", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       const size_t k = side(n);
+       cu::lowrank_expand_rows(static_cast<const float*>(m.b), static_cast<const float*>(m.c), k, k,
+                               kRank, static_cast<float*>(m.a), 1, s);
+     }},
     {"orthonormalize", DataType::Float32, [](size_t) { return 0.0; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
        cu::orthonormalize_rows(static_cast<float*>(m.c), kRank, side(n), 1e-8f, s);
