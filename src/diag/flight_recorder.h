@@ -5,7 +5,8 @@
 // by tools/gradwire-fr (diag/fr_report.h).
 //
 // Note [recording is a few stores]: the hot path (queued, started, done)
-// claims a slot with one fetch_add and writes relaxed atomics into a ring
+// claims a slot (by an id from its communicator's block, Note [ids in
+// blocks]) and writes relaxed atomics into a ring
 // allocated once; no lock, no allocation. A reader (the dump) may see a slot
 // being rewritten; each slot carries the id of its record, and the dump
 // skips slots whose id changed while it read them.
@@ -58,6 +59,19 @@ class Recorder {
   // the caller's coarse_now().
   uint64_t queued(uint16_t comm, uint32_t seq, const CollectiveCall& call,
                   Clock::time_point now = coarse_now());
+  // Note [ids in blocks]: the id from a block of ids reserved for one
+  // communicator (its submissions are serialised by its submission lock),
+  // so that a record costs no locked instruction: one fetch_add reserves
+  // kIdBlock ids (fewer for a small ring). A block whose ids have fallen
+  // half a ring behind the newest is dropped for a fresh one, so its
+  // records are never older than the ring keeps. Records of different
+  // communicators then interleave in id order by block, not by time; the
+  // dump orders entries by their queued time.
+  struct IdBlock {
+    uint64_t next = 0, end = 0;
+  };
+  uint64_t queued(IdBlock& ids, uint16_t comm, uint32_t seq, const CollectiveCall& call,
+                  Clock::time_point now);
   // `at_queue_time`: started when queued (a collective on its caller's
   // thread): the queued time is kept, saving a clock read per call.
   // Inline, as done(): a few stores, called on every collective.
@@ -120,6 +134,9 @@ class Recorder {
   Slot& slot(uint64_t id) const { return slots_[mask_ ? id & mask_ : id % capacity_]; }
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> next_id_{0};
+  static constexpr uint64_t kIdBlock = 64;
+  uint64_t record(uint64_t id, uint16_t comm, uint32_t seq, const CollectiveCall& info,
+                  Clock::time_point now);
   mutable std::mutex mu_;  // comms_, dir_, dump state; never on the hot path
   std::vector<Comm> comms_;
   std::string dir_;

@@ -160,11 +160,11 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
           label.name.empty() ? info.name() : label.name, name, stop.reason);
   }
-  std::unique_lock<SpinMutex> lk(submit_mu_);
+  std::unique_lock<BiasedMutex> lk(submit_mu_);
   const uint32_t seq = next_seq_++;
   std::shared_ptr<detail::WorkState> state = state_for(seq, info, label);
   // Note [recording is a few stores] in diag/flight_recorder.h.
-  const uint64_t record = recorder_.queued(fr_comm_, seq, info, now);
+  const uint64_t record = recorder_.queued(fr_ids_, fr_comm_, seq, info, now);
   const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
   // Mutable: a collective begun on the caller's thread and resumed on the
   // engine's (Note [inline small collectives]) keeps its deadline and is
@@ -263,7 +263,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
     }
     state->phase = detail::WorkState::Phase::Queued;
   }
-  engine_->submit(state, on_engine(std::move(task)));
+  engine_->submit_locked(state, on_engine(std::move(task)));  // under submit_mu_
   return Work(std::move(state));
 }
 

@@ -11,7 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/context.h"
 #include "base/collective_call.h"
-#include "base/spin_mutex.h"
+#include "base/biased_mutex.h"
 #include "runtime/engine.h"
 #include "runtime/p2p.h"
 #include "diag/flight_recorder.h"
@@ -75,6 +75,15 @@ class CommunicatorImpl {
   std::vector<std::string> allgather_blobs(const std::string& mine);
   // For the watchdog (Note [watchdog]).
   Engine& engine() { return *engine_; }
+  // Engine::submit_locked under submit_mu_: for submissions from outside
+  // submit_task (posted messages), so that they pay no heavy_fence() when
+  // the engine goes busy (Note [a claim is two stores] in
+  // runtime/engine.cpp; a membarrier is ~9 us on this VM with the other
+  // core running one of our threads).
+  void submit_to_engine(std::shared_ptr<detail::WorkState> state, Engine::Task task) {
+    std::lock_guard<BiasedMutex> lk(submit_mu_);
+    engine_->submit_locked(std::move(state), std::move(task));
+  }
   void stop_watchdog() {
     if (!watchdog_->stop()) (void)bootstrap.release();  // Note [watchdog]
   }
@@ -165,8 +174,11 @@ class CommunicatorImpl {
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).
   std::array<std::vector<std::byte>, 2> scratch_;
-  SpinMutex submit_mu_;  // base/spin_mutex.h: held for a submission only
+  // Held for a submission only; every claim of the engine is made under it
+  // (Engine::submit_locked). Note [a biased lock] in base/biased_mutex.h.
+  BiasedMutex submit_mu_;
   uint32_t next_seq_ = 0;
+  fr::Recorder::IdBlock fr_ids_;  // under submit_mu_ (Note [ids in blocks] in diag/flight_recorder.h)
   std::shared_ptr<detail::WorkState> spare_state_;  // under submit_mu_
   bool world_named_ = false;  // name == "world": left out of descriptions
   std::atomic<shared::Windows*> active_windows_{nullptr};

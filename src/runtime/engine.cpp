@@ -93,20 +93,48 @@ void Engine::submit(std::shared_ptr<detail::WorkState> state, Task task) {
   cv_.notify_one();
 }
 
-// Note [a claim is one exchange]: claiming the engine for a collective on
-// the caller's thread and releasing it were two mutex round trips (plus a
-// shared_ptr copy into current_) of the ~0.5 us an 8-byte broadcast cost
-// (issue 18). Now the claim is a compare-exchange of occupied_ from 0 (not
-// busy, not claimed) to kClaimed, and the release clears kClaimed. The
-// loop starts a queued operation only under mu_ and only while kClaimed is
-// clear; submit() sets kBusy under mu_ after queueing, so a claim after
-// that fails, and a claim before it is seen by the loop (the same atomic).
-// A release that finds kBusy takes mu_ before it notifies, so a loop that
-// saw the claim under mu_ is already waiting and gets the wake-up. The
-// claimed operation is not current_: the watchdog's running() does not see
-// it, which is safe because it cannot run long on the caller's thread (it
-// makes no provider call and hands over to this thread after its spin
-// budget, Note [inline small collectives]); resume() makes it current_.
+void Engine::submit_locked(std::shared_ptr<detail::WorkState> state, Task task) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.emplace_back(std::move(state), std::move(task));
+    // Note [a claim is two stores]: no claim can be half made (claims are
+    // made under the caller's lock); one may be held, and its release must
+    // see that something is queued, or the loop must see it released.
+    note_occupied(/*fenced=*/claimed());
+  }
+  cv_.notify_one();
+}
+
+// Note [a claim is two stores]: claiming the engine for a collective on the
+// caller's thread and releasing it were a compare-exchange and a lock xadd
+// of one word (kBusy | kClaimed). A locked instruction waits until the
+// store buffer drains, and the collective's last store, its descriptor, is
+// to a line a peer polls: each call waited for that line's invalidation
+// on the peer (Note [a locked instruction waits for the store] in
+// benchmarks/lock_probe.cpp; issue 18's 8-byte broadcast between core
+// complexes). Now busy_ and claimed_ are separate words and both sides
+// are plain stores and loads, in a Dekker handshake with asymmetric
+// fences (Note [asymmetric fences] in base/asymmetric_fence.h):
+//  - a claimer stores claimed_ = 1, light_fence(), then reads busy_: set,
+//    it takes its claim back; clear, it runs;
+//  - the engine becomes busy only under mu_ (note_occupied), and on the
+//    change from idle to busy pays heavy_fence() before the loop reads
+//    claimed_: so either the claimer saw busy_, or the loop sees claimed_;
+//  - submit_locked() comes from a caller holding the lock that claims are
+//    made under, so no claim is half made and the fence is needed only
+//    when a claim is held (for the release below);
+//  - a release stores claimed_ = 0, light_fence(), then reads busy_: set,
+//    it takes mu_ before it notifies, so a loop that saw the claim under
+//    mu_ is already waiting and gets the wake-up; the fence on the change
+//    to busy means that either the release sees busy_, or the loop sees
+//    claimed_ == 0.
+// As a last resort the loop does not wait for a release for more than
+// kClaimRecheck at a time: if this reasoning has a hole, a missed wake-up
+// costs a millisecond, not a hang. The claimed operation is not current_:
+// the watchdog's running() does not see it, which is safe because it
+// cannot run long on the caller's thread (it makes no provider call and
+// hands over to this thread after its spin budget, Note [inline small
+// collectives]); resume() makes it current_.
 void Engine::wake_after_claim() {
   { std::lock_guard<std::mutex> lk(mu_); }
   cv_.notify_one();
@@ -116,8 +144,8 @@ void Engine::resume(std::shared_ptr<detail::WorkState> state, Task task) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.emplace_front(std::move(state), std::move(task));
-    note_occupied();  // kBusy before the claim ends: no other claim slips in
-    occupied_.fetch_and(~kClaimed, std::memory_order_release);
+    note_occupied();  // busy before the claim ends: no other claim slips in
+    claimed_.store(0, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -155,6 +183,7 @@ void Engine::loop() {
   // more (want_poll()'s other half).
   constexpr uint32_t kPollSpin = 2000;
   constexpr auto kPollSleep = std::chrono::microseconds(1000);
+  constexpr auto kClaimRecheck = std::chrono::microseconds(1000);
   constexpr uint32_t kLinger = 10;  // polls of kPollSleep with nothing outstanding
   bool polling = false;
   Poll last = Poll::Idle;
@@ -170,11 +199,20 @@ void Engine::loop() {
       std::unique_lock<std::mutex> lk(mu_);
       const auto ready = [&] { return !claimed() && (stopping_ || !queue_.empty()); };
       const auto woken = [&] { return ready() || poll_wanted_; };
+      // Note [a claim is two stores]: work queued behind a claim is
+      // looked at again every kClaimRecheck even without a wake-up.
+      const auto behind_claim = [&] { return !queue_.empty() || stopping_; };
       if (!polling) {
-        cv_.wait(lk, woken);
+        while (!woken()) {
+          if (behind_claim()) {
+            cv_.wait_for(lk, kClaimRecheck);
+          } else {
+            cv_.wait(lk);
+          }
+        }
       } else if (!ready()) {
         if (last != Poll::Busy) {
-          cv_.wait_for(lk, kPollSleep, woken);
+          cv_.wait_for(lk, behind_claim() ? kClaimRecheck : kPollSleep, woken);
         } else if (++idle_polls > kPollSpin) {
           cv_.wait_for(lk, idle_polls > 2 * kPollSpin ? kPollSleep : kPollSleep / 20, woken);
         }

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "base/asymmetric_fence.h"
 #include "base/work_state.h"
 
 namespace gradwire {
@@ -46,31 +47,46 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // From any thread. Note [a claim is two stores] in engine.cpp: when the
+  // engine goes from idle to busy this pays heavy_fence().
   void submit(std::shared_ptr<detail::WorkState> state, Task task);
+  // The same, from a caller that holds the lock under which every
+  // claim_inline() of this engine is made (the communicator's submission
+  // lock): that lock orders it against claims, so no fence is needed.
+  void submit_locked(std::shared_ptr<detail::WorkState> state, Task task);
 
-  // Note [inline small collectives]: if nothing is queued or running, claims
-  // the engine and returns true; the caller then runs its operation on its
-  // own thread and must call release_inline() (or resume()) when it ends.
-  // Operations submitted meanwhile queue behind it, so order is kept.
-  // Note [a claim is one exchange] in engine.cpp: lock-free, and the
-  // claimed operation is not running() for the watchdog.
-  bool claim_inline() {
-    uint32_t idle = 0;
-    return occupied_.compare_exchange_strong(idle, kClaimed, std::memory_order_acquire,
-                                             std::memory_order_relaxed);
+  // Note [inline small collectives]: if nothing is queued, running or
+  // claimed, claims the engine and returns true; the caller then runs its
+  // operation on its own thread and must call release_inline() (or
+  // resume()) when it ends. Operations submitted meanwhile queue behind it,
+  // so order is kept. Claims must be made under one lock (the one
+  // submit_locked() callers hold). Note [a claim is two stores] in
+  // engine.cpp: no locked instruction, and the claimed operation is not
+  // running() for the watchdog.
+  [[gnu::always_inline]] bool claim_inline() {
+    if (busy_.load(std::memory_order_acquire) || claimed_.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    claimed_.store(1, std::memory_order_relaxed);
+    light_fence();
+    if (!busy_.load(std::memory_order_acquire)) return true;
+    release_inline();  // a submit() from another thread got there first
+    return false;
   }
-  void release_inline() {
+  [[gnu::always_inline]] void release_inline() {
+    claimed_.store(0, std::memory_order_release);
+    light_fence();
     // Wakes the loop only for work queued meanwhile (or a shutdown): waking
     // it for nothing is a futex round trip, as much as the collective.
-    // fetch_sub, not fetch_and: the same here (kClaimed is set), and one
-    // lock xadd where fetch_and with its result is a compare-exchange loop.
-    if (occupied_.fetch_sub(kClaimed, std::memory_order_release) & kBusy) wake_after_claim();
+    if (busy_.load(std::memory_order_relaxed)) wake_after_claim();
   }
-  // True when nothing is queued, running or claimed: one atomic load, no
+  // True when nothing is queued, running or claimed: two atomic loads, no
   // lock. Note [messages need no claim] in runtime/p2p.h: for operations
   // that keep their own order under their own lock (posted messages) this
   // is enough to keep their place behind what this thread queued before.
-  bool idle_hint() const { return occupied_.load(std::memory_order_acquire) == 0; }
+  bool idle_hint() const {
+    return !busy_.load(std::memory_order_acquire) && !claimed_.load(std::memory_order_acquire);
+  }
   // The claimed operation could not finish on the caller's thread: the
   // engine thread runs `task` again next, before anything queued.
   void resume(std::shared_ptr<detail::WorkState> state, Task task);
@@ -122,18 +138,22 @@ class Engine {
   bool stopping_ = false;
   bool exited_ = false;
   std::shared_ptr<detail::WorkState> current_;
-  // kBusy: under mu_, after every change of the four above, any of them
-  // set; kClaimed: a caller's thread runs an operation (claim_inline()).
-  static constexpr uint32_t kBusy = 1, kClaimed = 2;
-  std::atomic<uint32_t> occupied_{0};
-  void note_occupied() {
-    if (current_ || !queue_.empty() || stopping_ || exited_) {
-      occupied_.fetch_or(kBusy, std::memory_order_release);
-    } else {
-      occupied_.fetch_and(~kBusy, std::memory_order_release);
-    }
+  // busy_: written under mu_ only, after every change of the four above:
+  // 1 while any of them is set. claimed_: 1 while a caller's thread runs an
+  // operation (claim_inline()); written by claimers and resume(). Separate
+  // words, so that neither side needs a read-modify-write (Note [a claim
+  // is two stores] in engine.cpp).
+  std::atomic<uint32_t> busy_{0};
+  std::atomic<uint32_t> claimed_{0};
+  // `fenced`: an idle-to-busy change pays heavy_fence(), the rare side of
+  // the handshake with claimers (Note [a claim is two stores]).
+  void note_occupied(bool fenced = true) {
+    const bool busy = current_ || !queue_.empty() || stopping_ || exited_;
+    if (busy == bool(busy_.load(std::memory_order_relaxed))) return;
+    busy_.store(busy ? 1 : 0, std::memory_order_release);
+    if (busy && fenced) heavy_fence();
   }
-  bool claimed() const { return occupied_.load(std::memory_order_acquire) & kClaimed; }
+  bool claimed() const { return claimed_.load(std::memory_order_acquire) != 0; }
   std::function<Poll()> poll_;
   bool poll_wanted_ = false;           // under mu_: want_poll()
   std::atomic<bool> polling_{false};   // the idle loop polls (Note [lingering poller] in engine.cpp)

@@ -176,7 +176,7 @@ Work PointToPoint::post(bool is_send, void* buf, size_t count, DataType dtype, i
     return Work(item->state);
   }
   lk.unlock();
-  comm_.engine().submit(item->state, [this, item](detail::WorkState& work) {
+  comm_.submit_to_engine(item->state, [this, item](detail::WorkState& work) {
     comm_.check_usable(item->is_send ? "send" : "recv");
     Finished fin;
     std::exception_ptr failed;

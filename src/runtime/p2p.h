@@ -111,7 +111,7 @@
 // collective context meanwhile. A message needs less: its state lives under
 // Mail::mu, so posting it only has to come after what this thread queued
 // before (an earlier send to the same peer must enter the ring first).
-// Engine::idle_hint(), one atomic load, says nothing is queued or running;
+// Engine::idle_hint(), two atomic loads, says nothing is queued or running;
 // this thread's own submissions are visible to it, and the engine clears
 // the hint only after a task (an earlier post) has finished. Posts from
 // different threads have no order to keep (as in MPI). The claim and its

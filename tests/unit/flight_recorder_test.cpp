@@ -26,6 +26,40 @@ bool contains(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
 }
 
+// Note [ids in blocks]: two communicators recording in turns from their
+// own blocks get distinct ids; the dump lists what the ring still holds by
+// queued time; a communicator whose block fell half a ring behind takes a
+// fresh one, so its records are not lost to the window the dump reads.
+TEST(FlightRecorder, IdBlocksAreDistinctAndStaleBlocksAreReplaced) {
+  Recorder r;
+  r.configure(64, "/nonexistent", 0, 1);
+  const uint16_t a = r.register_comm("a", 0, 1), b = r.register_comm("b", 0, 1);
+  Recorder::IdBlock ia, ib;
+  std::vector<uint64_t> ids;
+  const auto t0 = coarse_now();
+  for (uint32_t seq = 0; seq < 20; ++seq) {
+    ids.push_back(r.queued(ia, a, seq, allreduce(1), t0 + std::chrono::microseconds(2 * seq)));
+    ids.push_back(r.queued(ib, b, seq, allreduce(2), t0 + std::chrono::microseconds(2 * seq + 1)));
+  }
+  std::vector<uint64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  Dump d = parse_dump(r.to_json("blocks"));
+  ASSERT_EQ(d.entries.size(), 40u);
+  for (size_t i = 0; i < d.entries.size(); ++i) {  // by queued time: a, b, a, b, ...
+    EXPECT_EQ(d.entries[i].comm, i % 2) << i;
+    EXPECT_EQ(d.entries[i].seq, i / 2) << i;
+  }
+  // b alone records a ring's worth; a's block, half a ring behind now, is
+  // replaced, so a's next record is still in the dump's window.
+  for (uint32_t seq = 20; seq < 20 + 64; ++seq) r.queued(ib, b, seq, allreduce(2), t0);
+  r.queued(ia, a, 20, allreduce(1), t0 + std::chrono::seconds(1));
+  d = parse_dump(r.to_json("stale"));
+  ASSERT_FALSE(d.entries.empty());
+  EXPECT_EQ(d.entries.back().comm, a);
+  EXPECT_EQ(d.entries.back().seq, 20u);
+}
+
 TEST(FlightRecorder, RingKeepsTheNewestEntriesInOrder) {
   Recorder r;
   r.configure(4, "/nonexistent", 3, 8);
