@@ -256,7 +256,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
         err = std::current_exception();
       }
       // Nothing but this thread holds the state (the claim did not publish
-      // it, Note [a claim is one exchange] in runtime/engine.cpp).
+      // it, Note [a claim is two stores] in runtime/engine.cpp).
       state->finish_unshared(err);
       engine_->release_inline();
       return Work(std::move(state));

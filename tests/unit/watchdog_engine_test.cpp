@@ -53,7 +53,7 @@ TEST(WatchdogEngine, StuckOperationIsReportedAndQueuedWorkFails) {
   EXPECT_TRUE(engine.shutdown());
 }
 
-// Note [a claim is one exchange] in runtime/engine.cpp: a caller's claim of
+// Note [a claim is two stores] in runtime/engine.cpp: a caller's claim of
 // an idle engine excludes the engine thread until released, and keeps the
 // order of what is submitted meanwhile.
 TEST(EngineClaim, ExcludesTheEngineAndKeepsOrder) {
