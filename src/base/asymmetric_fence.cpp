@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 namespace gradwire {
 namespace {
@@ -20,10 +21,13 @@ namespace detail {
 // Registration must come before the first PRIVATE_EXPEDITED barrier, and
 // light_fence() must not be a compiler barrier unless heavy_fence() works:
 // both ask asymmetric_fences(), which calls this once.
-// GRADWIRE_ASYMMETRIC_FENCES=0 forces symmetric fences (for A/B
-// measurements, and for a kernel whose membarrier misbehaves).
+// GRADWIRE_ASYMMETRIC_FENCES=off forces symmetric fences (for A/B
+// measurements, and for a kernel whose membarrier misbehaves; the value is
+// checked with the other variables in base/options.cpp).
 bool register_membarrier() {
-  if (const char* env = std::getenv("GRADWIRE_ASYMMETRIC_FENCES"); env && env[0] == '0') return false;
+  if (const char* env = std::getenv("GRADWIRE_ASYMMETRIC_FENCES"); env && std::string_view(env) == "off") {
+    return false;
+  }
   const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
   if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return false;
   return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&

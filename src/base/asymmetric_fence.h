@@ -15,8 +15,9 @@
 // forces a full fence on every running thread of the process:
 // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) (Linux 4.14; what folly's
 // asymmetricHeavyBarrier and the JVM's biased locking use). Where the
-// kernel refuses it (older kernels, a seccomp filter), both fences are
-// full fences: correct, and as slow as before.
+// kernel refuses it (older kernels, a seccomp filter), or with
+// GRADWIRE_ASYMMETRIC_FENCES=off, both fences are full fences: correct,
+// and as slow as before.
 #pragma once
 
 #include <atomic>
@@ -25,7 +26,7 @@ namespace gradwire {
 
 namespace detail {
 // Registers membarrier(PRIVATE_EXPEDITED) for this process; false where the
-// kernel refuses it (or GRADWIRE_ASYMMETRIC_FENCES=0).
+// kernel refuses it (or GRADWIRE_ASYMMETRIC_FENCES=off).
 bool register_membarrier();
 // Decided once, on first use, before the first fence of either kind (so
 // light_fence() is never a compiler barrier while heavy_fence() is not a

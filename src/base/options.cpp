@@ -36,6 +36,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_SHM_RECLAIM",         // base/shm_reclaim.cpp
     "GRADWIRE_SHM_COLLECTIVES",     "GRADWIRE_P2P_SINGLE_COPY",
     "GRADWIRE_ELASTIC_SETTLE_S",    // elastic/group.cpp
+    "GRADWIRE_ASYMMETRIC_FENCES",   // base/asymmetric_fence.cpp
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -64,7 +65,7 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
     "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
     "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
-    "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S"};
+    "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S",      "GRADWIRE_ASYMMETRIC_FENCES"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -141,6 +142,14 @@ Options Options::with_env_overrides() const {
     if (s == "auto") o.p2p_single_copy = true;
     else if (s == "off") o.p2p_single_copy = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_P2P_SINGLE_COPY='{}' must be 'auto' or 'off'", v);
+  }
+  // Read by base/asymmetric_fence.cpp once per process (Note [asymmetric
+  // fences]); checked here so that a typo is an error, not a silent auto.
+  if (const char* v = value_of("GRADWIRE_ASYMMETRIC_FENCES")) {
+    std::string_view s(v);
+    if (s != "auto" && s != "off") {
+      raise(ErrorCode::InvalidArgument, "GRADWIRE_ASYMMETRIC_FENCES='{}' must be 'auto' or 'off'", v);
+    }
   }
   if (const char* v = value_of("GRADWIRE_HOST_ID")) o.host_id = v;
   if (const char* v = value_of("GRADWIRE_DEVICE_PATH")) {

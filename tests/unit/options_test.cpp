@@ -96,6 +96,10 @@ TEST(Options, MalformedValuesNameTheVariable) {
     ScopedEnv a("GRADWIRE_OFI_PROVIDER", "shm && rm -rf /");
     expect_invalid({}, "GRADWIRE_OFI_PROVIDER");
   }
+  {
+    ScopedEnv a("GRADWIRE_ASYMMETRIC_FENCES", "0");
+    expect_invalid({}, "GRADWIRE_ASYMMETRIC_FENCES='0' must be 'auto' or 'off'");
+  }
 }
 
 TEST(Options, NeverHangSilentlyVariables) {
