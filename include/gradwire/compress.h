@@ -154,17 +154,8 @@ struct GRADWIRE_API OneBitLambOptions {
   float weight_decay = 0.0f;
   uint64_t freeze_step = 100;
   bool bias_correction = true;
-  // Compress the preconditioned momentum m / (sqrt(v_hat) + eps) instead of
-  // m itself (Note [preconditioned 1-bit compression] in
-  // src/compress/onebit_optimizers.cpp). The variance is frozen and the same
-  // on every rank, so the average is the same; what changes is where the
-  // sign noise lands: in update units, so a parameter whose gradient (and
-  // variance) is ~0 jitters by ~lr instead of taking steps of
-  // lr * scale / eps. false: the papers' (and DeepSpeed's) variant.
+  // precondition_compression and momentum_clip: as in OneBitAdamOptions.
   bool precondition_compression = true;
-  // Compression stage: |m| <= momentum_clip * (sqrt(v_hat) + eps) per
-  // element, so no update exceeds momentum_clip * lr (Note [the momentum
-  // clip] in src/compress/onebit_optimizers.cpp); 0 disables the clip.
   float momentum_clip = 10.0f;
   // LAMB's layer-wise scaling coefficient ||param|| / ||update||, clipped.
   float max_coeff = 10.0f, min_coeff = 0.01f;
