@@ -26,7 +26,8 @@ for round in $(seq 1 "$rounds"); do
   committed=${committed:-$previous}
   out=$("$gwlaunch" -n 2 --timeout 120 -- "$writer" verify "$work/ckpt" 2>&1) || {
     echo "round $round: verify failed after a kill (last committed $committed):"; echo "$out"; exit 1; }
-  loaded=$(grep -o 'loaded [0-9a-z]*' <<< "$out" | awk '{print $2}')
+  loaded=$(grep -o 'loaded [0-9a-z]*' <<< "$out" | awk '{print $2}' || true)
+  [[ -n $loaded ]] || { echo "round $round: verify printed no 'loaded' line:"; echo "$out"; exit 1; }
   if [[ $loaded == none ]]; then
     [[ $committed == 0 ]] || { echo "round $round: nothing loaded, $committed was committed"; exit 1; }
     loaded=0
