@@ -47,8 +47,8 @@ size_t lowrank_scratch_bytes();
 void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
                     void* stream);
 // The same with the 16-byte path's rows per iteration chosen: 1 (the
-// schedule before Note [rows in flight]) or anything else (the default, 4);
-// for the A/B in gradwire_gpu_bench.
+// schedule before Note [rows in flight]), 8, or anything else (the default,
+// 4); for the A/B in gradwire_gpu_bench, so that one GPU run picks.
 void lowrank_expand_rows(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
                          int rows_per_iteration, void* stream);
 // Gram-Schmidt on the r rows of A (one thread block, in the CPU order).

@@ -198,8 +198,8 @@ __global__ void project_t_vec_kernel(const float* __restrict__ M, size_t n, size
 // A thread now takes kRows rows of a contiguous range per iteration: their
 // P loads issue together and their kRows stores leave back to back. The
 // per-element sum is unchanged (k = 0..r-1, mul_add_rounded), so the bits
-// are the CPU's. kRows = 1 is the earlier kernel's schedule (for the A/B in
-// gradwire_gpu_bench).
+// are the CPU's. kRows = 1 is the earlier kernel's schedule and 8 a deeper
+// one, both for the A/B in gradwire_gpu_bench (none of them measured yet).
 template <int kRows>
 __global__ void expand_vec_kernel(const float* __restrict__ Pt, const float* __restrict__ Qt,
                                   size_t n, size_t m, int r, size_t rows_per_block,
@@ -428,7 +428,7 @@ void lowrank_expand(const float* Pt, const float* Qt, size_t n, size_t m, size_t
 
 void lowrank_expand_rows(const float* Pt, const float* Qt, size_t n, size_t m, size_t r, float* M,
                          int rows_per_iteration, void* stream) {
-  if (rows_per_iteration != 1) rows_per_iteration = kExpandRows;
+  if (rows_per_iteration != 1 && rows_per_iteration != 8) rows_per_iteration = kExpandRows;
   if (n == 0 || m == 0) return;
   if (r == 0) {
     cudaMemsetAsync(M, 0, n * m * sizeof(float), as_stream(stream));
@@ -445,6 +445,8 @@ void lowrank_expand_rows(const float* Pt, const float* Qt, size_t n, size_t m, s
     const dim3 grid(unsigned(cols), unsigned((n + per_block - 1) / per_block));
     if (rows_per_iteration == 1) {
       expand_vec_kernel<1><<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r), per_block, M);
+    } else if (rows_per_iteration == 8) {
+      expand_vec_kernel<8><<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r), per_block, M);
     } else {
       expand_vec_kernel<kExpandRows><<<grid, kThreads, 0, as_stream(stream)>>>(Pt, Qt, n, m, int(r),
                                                                              per_block, M);

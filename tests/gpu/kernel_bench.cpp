@@ -151,12 +151,18 @@ const Kernel kKernels[] = {
                           kRank, static_cast<float*>(m.a), s);
      }},
     // The schedule before Note [rows in flight] (kernels/cuda/lowrank.cu):
-    // one row per iteration; the A/B for the row above.
+    // one row per iteration; and eight. The A/B for the row above.
     {"lowrank_expand_1row", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
      [](const Buffers& m, size_t n, cudaStream_t s) {
        const size_t k = side(n);
        cu::lowrank_expand_rows(static_cast<const float*>(m.b), static_cast<const float*>(m.c), k, k,
                                kRank, static_cast<float*>(m.a), 1, s);
+     }},
+    {"lowrank_expand_8rows", DataType::Float32, [](size_t n) { return 4.0 * double(side(n)) * side(n); },
+     [](const Buffers& m, size_t n, cudaStream_t s) {
+       const size_t k = side(n);
+       cu::lowrank_expand_rows(static_cast<const float*>(m.b), static_cast<const float*>(m.c), k, k,
+                               kRank, static_cast<float*>(m.a), 8, s);
      }},
     {"orthonormalize", DataType::Float32, [](size_t) { return 0.0; },
      [](const Buffers& m, size_t n, cudaStream_t s) {
