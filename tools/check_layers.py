@@ -9,6 +9,13 @@ the rule today are listed in KNOWN (with the debt they belong to, see
 "Known debts" in docs/architecture.md): they are reported but do not fail,
 and a KNOWN entry that no longer occurs fails, so the list only shrinks.
 
+A layer may also have a face (FACES): the only files of it that files of
+other layers may include. Note [the runtime's face]: the layers above the
+runtime use it through the public API and src/runtime/job.h alone, so
+runtime/communicator_impl.h, the watchdog and setup are the runtime's own;
+an include of another file of a layer with a face, from outside it, fails
+like an upward include.
+
   tools/check_layers.py [REPO_ROOT]      exit 0: no new upward include
 """
 import os
@@ -44,6 +51,14 @@ ORDER = {name: i for i, (name, _) in enumerate(LAYERS)}
 # allocate_shared moved to the runtime; entries may only be removed.
 KNOWN = {}
 
+# Note [the runtime's face]: a layer's files that other layers may include.
+# A face of the form "folder/" covers that folder (a layer's contract and
+# its implementations' own headers stay inside).
+FACE_NOTE = "Note [the runtime's face] in tools/check_layers.py"
+FACES = {
+    "runtime": ["src/runtime/job.h"],
+}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -67,6 +82,7 @@ def resolve(root, including, name):
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
     found = {}
+    faces = {}
     for top in ("src", "kernels", "include"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for f in sorted(files):
@@ -83,6 +99,10 @@ def main(argv):
                         theirs = layer_of(target) if target else None
                         if mine and theirs and ORDER[theirs] > ORDER[mine]:
                             found[(path, target)] = (lineno, mine, theirs)
+                        elif (mine != theirs and theirs in FACES and
+                              not any(target == f or (f.endswith("/") and target.startswith(f))
+                                      for f in FACES[theirs])):
+                            faces[(path, target)] = (lineno, mine, theirs)
     new = {k: v for k, v in found.items() if k not in KNOWN}
     gone = [k for k in KNOWN if k not in found]
     for (src, dst), (lineno, mine, theirs) in sorted(found.items()):
@@ -91,9 +111,12 @@ def main(argv):
         print(f"{tag}: {src}:{lineno} ({mine}) includes {dst} ({theirs}){why}")
     for src, dst in gone:
         print(f"FIXED: {src} no longer includes {dst}: remove it from KNOWN in tools/check_layers.py")
+    for (src, dst), (lineno, mine, theirs) in sorted(faces.items()):
+        print(f"NEW: {src}:{lineno} ({mine}) includes {dst}, behind the {theirs} layer's face: "
+              f"outside src/{theirs}/ include only {', '.join(FACES[theirs])} (" + FACE_NOTE + ")")
     print(f"check_layers: {len(found)} upward includes, {len(new)} new, {len(gone)} fixed but "
-          f"still listed")
-    return 1 if new or gone else 0
+          f"still listed; {len(faces)} includes behind a layer's face")
+    return 1 if new or gone or faces else 0
 
 
 if __name__ == "__main__":

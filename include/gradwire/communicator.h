@@ -4,10 +4,13 @@
 #include "gradwire/export.h"
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "gradwire/device_stream.h"
 #include "gradwire/options.h"
 #include "gradwire/rendezvous.h"
 #include "gradwire/shared_buffer.h"
@@ -17,9 +20,36 @@
 namespace gradwire {
 
 class CommunicatorImpl;
-namespace detail {
-struct CommunicatorAccess;  // src/runtime/access.h: library-internal operations
-}
+
+// What the body of a composite operation (Communicator::compose) may do: run
+// collectives of its communicator at once, on the thread that runs the
+// operation, between steps of its own. Each call returns when the
+// collective is done here; a failure throws (and fails the operation and
+// the communicator, as any failed collective). Host memory only. Valid only
+// inside the body it was passed to.
+class CompositeSteps {
+ public:
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                         ReduceOp op) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
+                              ReduceOp op) = 0;
+  virtual void allgather(const void* send, void* recv, size_t count, DataType dtype) = 0;
+  virtual void broadcast(const void* send, void* recv, size_t count, DataType dtype,
+                         int root) = 0;
+
+ protected:
+  ~CompositeSteps() = default;
+};
+
+// GPU work around one collective on CUDA buffers (Communicator::allreduce
+// with steps): `before` is called to enqueue work on the stream the
+// collective runs on right before it, `after` right after it, in the order
+// of the communicator's device collectives. Either may be empty.
+struct DeviceSteps {
+  std::function<void(Stream)> before, after;
+};
 
 // A Communicator owns a set of ranks and runs collectives among them.
 //
@@ -128,12 +158,34 @@ class GRADWIRE_API Communicator {
   Work recv_any(void* buf, size_t count, DataType dtype, uint32_t tag = 0,
                 int* source = nullptr);
 
+  // Note [composite operations]: `body` runs as one operation in this
+  // communicator's order, on its engine thread: steps of its own (element
+  // work on the caller's buffers) and collectives through `steps`, with
+  // nothing of this rank's in between. It is what a compressor needs for
+  // "multiply, allreduce, orthonormalise, multiply, allreduce" without a
+  // round trip to the caller between the collectives. Every rank must
+  // compose the same collectives in the same order. `name` and `detail`
+  // describe it in errors, logs and the flight recorder ("rank 0: allreduce
+  // #12 (bucket 3: P)"). The body must not wait for other Works of this
+  // communicator (they would queue behind it).
+  Work compose(std::string_view name, std::string detail,
+               std::function<void(CompositeSteps& steps)> body);
+  // An allreduce on CUDA buffers with GPU work of the caller's around it,
+  // on the stream the collective runs on (see DeviceSteps), so that work
+  // that must follow the collective on the GPU is ordered after it without
+  // a host synchronisation. InvalidArgument for host buffers.
+  Work allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                 DeviceSteps steps);
+
   // Fails every pending and future collective with Aborted and cancels every
   // outstanding transfer, so no user buffer is written after it returns.
   void abort(const std::string& reason);
+  // True once this communicator has failed (a collective's error, or
+  // another rank's reported failure reached it) or abort() was called:
+  // every later call fails with Aborted.
+  bool aborted() const;
 
  private:
-  friend struct detail::CommunicatorAccess;
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
   std::unique_ptr<CommunicatorImpl> impl_;
 };

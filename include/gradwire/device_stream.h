@@ -16,6 +16,21 @@
 
 namespace gradwire {
 
+// A CUDA stream as gradwire's API names it: the cudaStream_t's value, so
+// that no CUDA type appears in a public header. Stream{} is the legacy
+// default stream.
+class Stream {
+ public:
+  constexpr Stream() noexcept = default;
+  constexpr explicit Stream(void* native) noexcept : native_(native) {}
+  // The cudaStream_t.
+  constexpr void* native() const noexcept { return native_; }
+  friend constexpr bool operator==(Stream a, Stream b) noexcept { return a.native_ == b.native_; }
+
+ private:
+  void* native_ = nullptr;
+};
+
 class GRADWIRE_API DeviceStreamScope {
  public:
   // Collectives this thread starts while the scope lives wait for `stream`

@@ -48,6 +48,11 @@ struct GRADWIRE_API Rendezvous {
   std::string secret;
   std::string dir;                         // FileStore
   std::shared_ptr<InProcessStore> store;   // InProcess
+  // TcpStore, FileStore, InProcess: every key this world's bootstrap uses
+  // lives under this prefix of the store, so that several worlds can share
+  // one store (the generations of an elastic job, gradwire/elastic.h).
+  // Empty: none. Refused for Single and Mpi, which use no store.
+  std::string key_prefix;
 
   static Rendezvous single() { return {}; }
   static Rendezvous mpi() { return of(Kind::Mpi, 0, 0); }

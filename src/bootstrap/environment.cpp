@@ -217,8 +217,21 @@ std::unique_ptr<Bootstrap> from_environment(const Options& options) {
   return make(Rendezvous::from_environment(), options);
 }
 
+namespace {
+// Rendezvous::key_prefix: the world's keys under their own prefix.
+std::unique_ptr<Store> with_prefix(std::unique_ptr<Store> store, const Rendezvous& r) {
+  if (r.key_prefix.empty()) return store;
+  return prefix_store(std::move(store), r.key_prefix);
+}
+}  // namespace
+
 std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
   using Kind = Rendezvous::Kind;
+  if (!r.key_prefix.empty() && (r.kind == Kind::Single || r.kind == Kind::Mpi)) {
+    raise(ErrorCode::InvalidArgument, "Rendezvous::key_prefix='{}' is set, but a {} rendezvous "
+          "uses no store (key_prefix is for TcpStore, FileStore and InProcess)", r.key_prefix,
+          r.kind == Kind::Single ? "Single" : "Mpi");
+  }
   if (r.kind == Kind::Single) return single_process();
   if (r.kind == Kind::Mpi) return make_mpi_bootstrap();
   // Note [explicit rendezvous]: a filled-in value is checked as strictly as
@@ -240,13 +253,15 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
         raise(ErrorCode::InvalidArgument, "Rendezvous::dir is empty (expected a directory every "
               "rank can see)");
       }
-      return make_store_bootstrap(make_file_store(r.dir), r.rank, r.size, r.local_rank);
+      return make_store_bootstrap(with_prefix(make_file_store(r.dir), r), r.rank, r.size,
+                                  r.local_rank);
     case Kind::InProcess:
       if (!r.store) {
         raise(ErrorCode::InvalidArgument, "Rendezvous::store is null (expected "
               "make_in_process_store(), the same one for every rank of the job)");
       }
-      return make_store_bootstrap(share_in_process_store(r.store), r.rank, r.size, r.local_rank);
+      return make_store_bootstrap(with_prefix(share_in_process_store(r.store), r), r.rank, r.size,
+                                  r.local_rank);
     case Kind::TcpStore: {
       if (r.host.empty() || r.host.find_first_of(" \t\r\n") != std::string::npos) {
         raise(ErrorCode::InvalidArgument, "Rendezvous::host='{}' is not a host name or address "
@@ -273,7 +288,7 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
       if (const uint64_t g = next_world_generation(r.host, r.port, r.rank); g > 0) {
         store = prefix_store(std::move(store), fmt::format("world{}/", g));
       }
-      return make_store_bootstrap(std::move(store), r.rank, r.size, r.local_rank);
+      return make_store_bootstrap(with_prefix(std::move(store), r), r.rank, r.size, r.local_rank);
     }
     default: break;
   }

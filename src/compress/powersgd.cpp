@@ -29,9 +29,7 @@
 #include <map>
 #include <mutex>
 
-#include "collectives/collectives.h"
 #include "base/state_io.h"
-#include "runtime/access.h"
 #include "base/errors.h"
 #include "base/logging.h"
 #include "gradwire/compress.h"
@@ -324,55 +322,47 @@ class PowerSGDState::Impl {
     };
     if (!o_.warm_start) b.q_valid = false;  // the next step draws again
     const bool has_q = b.q_elements > 0;
-    const CallLabel label1{"allreduce", detail + ": P and uncompressed tensors"};
-    const CallLabel label2{"allreduce", detail + ": Q"};
     const int world = c.comm.size();
-    CommunicatorImpl& comm = detail::CommunicatorAccess::impl(c.comm);
     if (b.device >= 0) {
       // Note [device steps]: stages 2 and 3 on the device path's stream.
       const int dev = b.device;
       auto steps_of = [dev, bp](auto fn) {
-        return [dev, bp, fn](void* stream) {
-          auto ops = compress::device_ops(dev, stream, bp->scratch_p());
+        return [dev, bp, fn](Stream stream) {
+          auto ops = compress::device_ops(dev, stream.native(), bp->scratch_p());
           fn(*ops);
         };
       };
-      device::Steps first;
+      DeviceSteps first;
       if (!has_q) {
         first.after = steps_of([stage2, stage3, world](compress::LowRankOps& ops) {
           stage2(ops);
           stage3(ops, world);
         });
       }
-      Work w = comm.start_device(CollectiveCall::allreduce(comm1, comm1, b.comm1_size(),
-                                                           DataType::Float32, ReduceOp::Sum),
-                                 std::move(first));
+      Work w = c.comm.allreduce(comm1, comm1, b.comm1_size(), DataType::Float32, ReduceOp::Sum,
+                                std::move(first));
       if (!has_q) return w;
-      device::Steps second;
+      DeviceSteps second;
       second.before = steps_of(stage2);
       second.after = steps_of([stage3, world](compress::LowRankOps& ops) { stage3(ops, world); });
-      return comm.start_device(CollectiveCall::allreduce(b.q_p(), b.q_p(), b.q_elements,
-                                                         DataType::Float32, ReduceOp::Sum),
-                               std::move(second));
+      return c.comm.allreduce(b.q_p(), b.q_p(), b.q_elements, DataType::Float32, ReduceOp::Sum,
+                              std::move(second));
     }
-    // Internal exchanges (CollectiveOp::Other): the ranks' fingerprints of
-    // the Bucket's own allreduce already covered them.
+    // Note [composite operations]: internal exchanges; the ranks'
+    // fingerprints of the Bucket's own allreduce already covered them.
     const size_t n1 = b.comm1_size();
-    comm.submit({}, [bp, n1](collectives::Context& ctx) {
-      if (n1) {
-        collectives::allreduce(ctx, bp->comm1_p(), bp->comm1_p(), n1, DataType::Float32,
-                               ReduceOp::Sum);
-      }
-    }, label1);
-    return comm.submit({}, [bp, stage2, stage3](collectives::Context& ctx) {
+    c.comm.compose("allreduce", detail + ": P and uncompressed tensors",
+                   [bp, n1](CompositeSteps& steps) {
+                     steps.allreduce(bp->comm1_p(), bp->comm1_p(), n1, DataType::Float32,
+                                     ReduceOp::Sum);
+                   });
+    return c.comm.compose("allreduce", detail + ": Q",
+                          [bp, stage2, stage3](CompositeSteps& steps) {
       compress::LowRankOps& ops = compress::host_ops();
       stage2(ops);
-      if (bp->q_elements) {
-        collectives::allreduce(ctx, bp->q_p(), bp->q_p(), bp->q_elements, DataType::Float32,
-                               ReduceOp::Sum);
-      }
-      stage3(ops, ctx.size());
-    }, label2);
+      steps.allreduce(bp->q_p(), bp->q_p(), bp->q_elements, DataType::Float32, ReduceOp::Sum);
+      stage3(ops, steps.size());
+    });
   }
 
   std::string save() const {

@@ -56,9 +56,7 @@
 #include "base/logging.h"
 #include "bootstrap/store.h"
 #include "elastic/membership.h"
-#include "runtime/access.h"
-#include "runtime/setup.h"
-#include "runtime/watchdog.h"
+#include "runtime/job.h"
 
 namespace gradwire {
 
@@ -70,6 +68,9 @@ class ElasticGroupImpl {
  public:
   Options options;
   ElasticOptions eopts;
+  // What join() was given; each generation's world is created over the same
+  // store, its keys under the generation's prefix.
+  Rendezvous rendezvous;
   std::shared_ptr<bootstrap::Store> store;
   std::string id;
   int first_hint = INT_MAX;  // the launcher's RANK: preferred rank in the first generation
@@ -199,9 +200,12 @@ class ElasticGroupImpl {
       const int rank = int(std::find(plan.order.begin(), plan.order.end(), slot) -
                            plan.order.begin());
       try {
-        auto boot = bootstrap::make_store_bootstrap(
-            bootstrap::prefix_store(bootstrap::shared_store(store), key(g, "comm/")), rank, n, -1);
-        comm = detail::CommunicatorAccess::wrap(setup::create_world_over(options, std::move(boot)));
+        Rendezvous world = rendezvous;
+        world.rank = rank;
+        world.size = n;
+        world.local_rank = -1;
+        world.key_prefix = rendezvous.key_prefix + key(g, "comm/");
+        comm = Communicator::create(options, world);
         synchronize(g, plan, rank, slots);
         // Only now a member of g: one whose synchronisation failed offers
         // its old generation's state next time, or is a joiner again (a
@@ -298,6 +302,7 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
           rendezvous.rank, rendezvous.size);
   }
   using Kind = Rendezvous::Kind;
+  impl->rendezvous = rendezvous;
   if (rendezvous.kind == Kind::FileStore) {
     impl->store = bootstrap::make_file_store(rendezvous.dir);
   } else if (rendezvous.kind == Kind::InProcess && rendezvous.store) {
@@ -308,6 +313,10 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
           "(Rendezvous::file, or GRADWIRE_STORE_DIR with RANK and WORLD_SIZE) or an in-process "
           "store; a TCP store is served by rank 0 and is lost with it, and mpirun cannot "
           "replace a rank");
+  }
+  if (!rendezvous.key_prefix.empty()) {
+    impl->store = bootstrap::prefix_store(bootstrap::shared_store(impl->store),
+                                          rendezvous.key_prefix);
   }
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -379,7 +388,7 @@ const ElasticState& ElasticGroup::recover(std::exception_ptr error) {
   }
   // An error that reached us through another library (torch's autograd
   // wraps what a DDP hook throws) still left its mark on the communicator.
-  if (d.comm && detail::CommunicatorAccess::impl(*d.comm).aborted()) membership = true;
+  if (d.comm && d.comm->aborted()) membership = true;
   if (job::failed_flag().load()) membership = true;
   if (!membership) std::rethrow_exception(error);
   const int previous_size = d.comm ? d.comm->size() : d.size_in_last;

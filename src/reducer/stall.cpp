@@ -11,7 +11,7 @@
 #include "base/env_values.h"
 #include "base/errors.h"
 #include "base/logging.h"
-#include "runtime/watchdog.h"
+#include "runtime/job.h"
 
 namespace gradwire {
 

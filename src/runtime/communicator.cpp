@@ -381,16 +381,20 @@ std::vector<std::string> CommunicatorImpl::allgather_blobs(const std::string& mi
 
 // ---------------------------------------------------------------- Communicator
 
-Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() {
-  if (impl_ && !impl_->shutdown()) {
+void Retire::operator()(CommunicatorImpl* impl) const {
+  if (impl == nullptr) return;
+  if (!impl->shutdown()) {
     // Note [a stuck engine is leaked]: its thread still uses the transport
     // and the scratch memory; freeing them would crash it, joining it would
     // hang this process forever. Its watchdog has reported it already.
-    impl_->stop_watchdog();
-    (void)impl_.release();
+    impl->stop_watchdog();
+    return;
   }
+  delete impl;
 }
+
+Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() { Retire{}(impl_.release()); }
 
 std::unique_ptr<Communicator> Communicator::create(const Options& options) {
   return create(options, Rendezvous::from_environment());
@@ -407,11 +411,14 @@ std::string Communicator::provider() const { return impl_->transport->properties
 const Options& Communicator::options() const { return impl_->options; }
 int Communicator::host_count() const { return impl_->host_count; }
 bool Communicator::hierarchical() const { return impl_->host_local != nullptr; }
-void Communicator::abort(const std::string& reason) {
-  impl_->devices->abort(reason);  // device collectives too
-  if (impl_->host_local) impl_->host_local->abort(reason);
-  if (impl_->cross_host) impl_->cross_host->abort(reason);
-  impl_->abort(reason);
+void Communicator::abort(const std::string& reason) { impl_->abort_all(reason); }
+bool Communicator::aborted() const { return impl_->aborted(); }
+
+void CommunicatorImpl::abort_all(const std::string& reason) {
+  devices->abort(reason);  // device collectives too
+  if (host_local) host_local->abort_all(reason);
+  if (cross_host) cross_host->abort_all(reason);
+  abort(reason);
 }
 
 std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks) {

@@ -23,6 +23,16 @@
 
 namespace gradwire {
 
+class CommunicatorImpl;
+// Destroys a CommunicatorImpl once its engine has finished its queue, or
+// leaks it if the engine is stuck (Note [a stuck engine is leaked]): the
+// owner of every CommunicatorImpl, the public Communicator's and the
+// hierarchy's sub-communicators.
+struct Retire {
+  void operator()(CommunicatorImpl* impl) const;
+};
+using ImplPtr = std::unique_ptr<CommunicatorImpl, Retire>;
+
 // Everything a Communicator owns. Member order is destruction order in
 // reverse: the engine (last member) stops first, then the transport closes,
 // then the bootstrap (whose TCP store other ranks may still be reading).
@@ -56,6 +66,12 @@ class CommunicatorImpl {
   Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
               const Label& label = {}, bool inline_ok = false);
   void abort(const std::string& reason);
+  // abort() of the device collectives, the hierarchy's sub-communicators and
+  // this one: Communicator::abort.
+  void abort_all(const std::string& reason);
+  // Note [composite operations] (gradwire/communicator.h).
+  Work compose(std::string_view name, std::string detail,
+               std::function<void(CompositeSteps&)> body);
   // Note [point-to-point] in runtime/p2p.h.
   PointToPoint& p2p() { return p2p_; }
   // Throws Aborted naming `op` if this communicator or the job has failed.
@@ -134,7 +150,7 @@ class CommunicatorImpl {
   // Note [hierarchical allreduce] (collectives/hierarchy.cpp): set up by
   // create_world when the ranks span hosts evenly; null otherwise.
   int host_count = 1;  // set by create_world; sub-communicators say 1
-  std::unique_ptr<Communicator> host_local, cross_host;
+  ImplPtr host_local, cross_host;
   // Windows of allocate_shared(), created by its first call (memory/shared_windows.h).
   std::mutex shared_mu;
   std::shared_ptr<shared::Windows> shared;

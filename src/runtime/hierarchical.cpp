@@ -11,9 +11,9 @@ namespace gradwire {
 
 void hierarchical_allreduce(CommunicatorImpl& world, const void* send, void* recv, size_t count,
                             DataType dtype, ReduceOp op) {
-  Communicator& local = *world.host_local;
-  Communicator& cross = *world.cross_host;
-  const int l = local.rank(), nl = local.size();
+  CommunicatorImpl& local = *world.host_local;
+  CommunicatorImpl& cross = *world.cross_host;
+  const int l = local.rank, nl = local.size;
   const size_t es = element_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   std::byte* shard = out + shard_offset(count, nl, l) * es;
@@ -23,10 +23,10 @@ void hierarchical_allreduce(CommunicatorImpl& world, const void* send, void* rec
   const ReduceOp sum = op == ReduceOp::Avg ? ReduceOp::Sum : op;
   // In place (send == recv) the shard lies inside send, as reduce_scatter's
   // in-place form wants; out of place the buffers do not overlap.
-  local.reduce_scatter(send, shard, count, dtype, sum).wait();
-  cross.allreduce(shard, shard, shard_n, dtype, sum).wait();
+  local.start(CollectiveCall::reduce_scatter(send, shard, count, dtype, sum)).wait();
+  cross.start(CollectiveCall::allreduce(shard, shard, shard_n, dtype, sum)).wait();
   if (op == ReduceOp::Avg && shard_n > 0) kernels::divide(shard, shard_n, dtype, world.size);
-  local.allgather(shard, out, count, dtype).wait();
+  local.start(CollectiveCall::allgather(shard, out, count, dtype)).wait();
 }
 
 }  // namespace gradwire

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "collectives/collectives.h"
-#include "runtime/access.h"
 #include "base/errors.h"
 #include "collectives/hierarchy.h"
 #include "base/logging.h"
@@ -278,8 +277,8 @@ void build_hierarchy(CommunicatorImpl& world, const std::vector<std::string>& ho
   ++world.children;
   auto cross_host = join_group(world, peers, cross,
                                fmt::format("cross-host {} [{}]", world.children, join_ranks(peers)));
-  world.host_local = detail::CommunicatorAccess::wrap(std::move(host_local));
-  world.cross_host = detail::CommunicatorAccess::wrap(std::move(cross_host));
+  world.host_local = ImplPtr(host_local.release());
+  world.cross_host = ImplPtr(cross_host.release());
   log().info("hierarchical allreduce: {} hosts x {} ranks (host-local over {}, cross-host over {})",
              h.host_groups.size(), mine.size(), local.provider, cross.provider);
 }

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/access.h"
+#include "device_host.h"
 #include "gpu_util.h"
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
@@ -242,8 +242,14 @@ TEST_F(NcclTest, WaitsForTheProducerStream) {
 }
 
 TEST_F(NcclTest, GroupLaunchAndBarrier) {
-  auto& impl = detail::CommunicatorAccess::impl(*comm_);
-  device::Backend& nccl = impl.devices->backend(world().device);
+  if (gwgpu::staged_path()) {
+    GTEST_SKIP() << "the group launch of the NCCL backend (the staged backend runs on its "
+                    "communicator's engine, which the device layer's own Router cannot reach)";
+  }
+  // The device layer's own Router over this communicator (a group launch
+  // has no public API: the Reducer's batched launches use it internally).
+  device::Router router(gwgpu::host_of(*comm_));
+  device::Backend& nccl = router.backend(world().device);
   const size_t n = 3000;
   gwgpu::DeviceBuffer a(n * 4), b(n * 8);
   a.upload(encode(DataType::Float32, inputs(rank_, n)));

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "runtime/access.h"
+#include "device_host.h"
 #include "gpu_util.h"
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
@@ -62,9 +62,9 @@ TEST(NcclLibraryTest, ChecksCollectivesBeforeLaunching) {
 
 TEST(NcclLibraryTest, HostBuffersStayOnTheCpuPath) {
   auto comm = Communicator::create();
-  auto& impl = detail::CommunicatorAccess::impl(*comm);
+  Router router(gwgpu::host_of(*comm));
   int x = 0;
-  EXPECT_EQ(impl.devices->route(CollectiveCall::allreduce(&x, &x, 1, DataType::Int32, ReduceOp::Sum)),
+  EXPECT_EQ(router.route(CollectiveCall::allreduce(&x, &x, 1, DataType::Int32, ReduceOp::Sum)),
             nullptr);
   EXPECT_FALSE(locate(&x).is_device());
 }
@@ -72,9 +72,9 @@ TEST(NcclLibraryTest, HostBuffersStayOnTheCpuPath) {
 TEST(NcclLibraryTest, ARankThatCannotUseItsDeviceFailsCreationWithAClearError) {
   if (gwgpu::no_device_reason().empty()) GTEST_SKIP() << "a CUDA device is usable here";
   auto comm = Communicator::create();
-  auto& impl = detail::CommunicatorAccess::impl(*comm);
+  Router router(gwgpu::host_of(*comm));
   try {
-    impl.devices->backend(0);
+    router.backend(0);
     FAIL() << "an NCCL backend was created without a device";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
