@@ -29,8 +29,8 @@ LAYERS = [
     ("kernels", ["kernels/"]),
     ("bootstrap", ["src/bootstrap/"]),
     ("transport", ["src/transport/"]),
-    ("memory", ["src/memory/"]),
     ("collectives", ["src/collectives/"]),
+    ("shm", ["src/shm/"]),
     ("diag", ["src/diag/"]),
     ("device", ["src/device/"]),
     ("runtime", ["src/runtime/"]),
@@ -57,6 +57,8 @@ KNOWN = {}
 FACE_NOTE = "Note [the runtime's face] in tools/check_layers.py"
 FACES = {
     "runtime": ["src/runtime/job.h"],
+    # Note [the one-host path] in src/shm/shm.h: the contract.
+    "shm": ["src/shm/shm.h"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

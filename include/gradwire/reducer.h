@@ -203,7 +203,7 @@ struct GRADWIRE_API ReducerOptions {
   bool sharded = false;
   // Buckets come from Communicator::allocate_shared(), so when every rank
   // shares one host the default hook's allreduce / reduce_scatter runs the
-  // direct path (Note [the direct path] in src/collectives/direct.cpp); on
+  // direct path (Note [the direct path] in src/shm/direct.cpp); on
   // several hosts the allocation is private memory and nothing changes.
   bool shared_buckets = true;
   // Synchronise only every k-th backward pass (1 = every one); the passes in

@@ -9,13 +9,13 @@
 namespace gradwire {
 
 namespace detail {
-struct SharedAllocation;  // src/memory/shared_windows.h
+struct SharedAllocation;  // src/shm/windows.h
 }
 
 // Host memory from Communicator::allocate_shared(): the ranks of one host
 // map each other's SharedBuffers, so a collective whose buffers all come
 // from allocate_shared runs straight between them (Note [the direct path]
-// in src/collectives/direct.cpp): the reduction reads every rank's input in
+// in src/shm/direct.cpp): the reduction reads every rank's input in
 // place and writes each result once into every rank's output, with no
 // transport messages and no staging copies. Any other buffer works as
 // always, through the transport.

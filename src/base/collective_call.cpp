@@ -13,10 +13,6 @@ namespace gradwire {
 
 namespace {
 
-constexpr std::string_view kNames[kCollectiveOps] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall",
-    "barrier",   "internal",       "reduce",    "gather",    "scatter"};
-
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
   return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
@@ -28,10 +24,8 @@ const std::byte* at(const void* p, size_t bytes) {
 
 }  // namespace
 
-std::string_view to_string(CollectiveOp op) {
-  return kNames[std::min<size_t>(size_t(op), kCollectiveOps - 1)];
-}
-
+// A new op that reads and writes like the others needs no case here: the
+// default describes it by its count, dtype, reduce op and root.
 std::string CollectiveCall::describe() const {
   switch (op) {
     case CollectiveOp::Barrier:
@@ -49,8 +43,12 @@ std::string CollectiveCall::describe() const {
       return fmt::format("{} x {} per rank to rank {}", count, to_string(dtype), root);
     case CollectiveOp::Scatter:
       return fmt::format("{} x {} per rank from rank {}", count, to_string(dtype), root);
+    default: break;
   }
-  return "?";
+  std::string s = fmt::format("{} x {}", count, to_string(dtype));
+  if (has_redop()) s += fmt::format(" {}", to_string(redop));
+  if (has_root()) s += fmt::format(" at rank {}", root);
+  return s;
 }
 
 void validate(const CollectiveCall& c, int rank, int size) {

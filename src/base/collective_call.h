@@ -37,8 +37,14 @@ enum class CollectiveOp : uint8_t {
   Scatter,
 };
 constexpr size_t kCollectiveOps = 10;
+// Each op's name in errors, logs and dumps, by its value.
+inline constexpr std::string_view kCollectiveOpNames[kCollectiveOps] = {
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall",
+    "barrier",   "internal",       "reduce",    "gather",    "scatter"};
 // "allreduce", "reduce_scatter", ..., "internal" for Other.
-std::string_view to_string(CollectiveOp op);
+inline std::string_view to_string(CollectiveOp op) {
+  return kCollectiveOpNames[size_t(op) < kCollectiveOps ? size_t(op) : kCollectiveOps - 1];
+}
 
 // One collective with the public API's meaning of every argument
 // (gradwire/communicator.h): `count` is the whole buffer for allreduce,

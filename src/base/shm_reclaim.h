@@ -2,7 +2,7 @@
 // Note [reclaiming dead regions]: every shared-memory region gradwire
 // creates in /dev/shm is named after its creator's pid, "gw_<pid>_<random>_<n>"
 // (the shm provider's endpoint region, Note [unique shm names]; a shared
-// buffer's segment, memory/shared_windows.h). A process that is SIGKILLed
+// buffer's segment, shm/windows.h). A process that is SIGKILLed
 // cannot unlink its regions, and gwlaunch is the only launcher that cleans
 // up after its ranks: under mpirun or torchrun each killed rank left 16 MiB
 // behind for good (issue 17), in memory, until the host reboots.

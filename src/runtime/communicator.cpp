@@ -11,7 +11,6 @@
 #include "runtime/communicator_impl.h"
 #include "base/errors.h"
 #include "diag/fingerprint.h"
-#include "runtime/hierarchical.h"
 #include "base/logging.h"
 #include "runtime/setup.h"
 #include "diag/trace.h"
@@ -46,6 +45,7 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
                        const CallLabel& label) { return submit(call, std::move(fn), label); };
   devices = std::make_unique<device::Router>(std::move(host));
   engine_->set_poller([this] { return p2p_.poll(); }, [this] { p2p_.drop(); });
+  strategies_ = route::strategies_for(*this);
 }
 
 void CommunicatorImpl::check_usable(std::string_view op) {
@@ -85,9 +85,6 @@ namespace {
 // is that much late, and a shorter budget made both ranks hand off on
 // every call in turn (7-11 us a collective instead of 1-2).
 constexpr std::chrono::microseconds kInlineSpin{200};
-// Note [inline copy collectives] in start(): one staging half, about 50-100
-// us of copying here.
-constexpr size_t kInlineCopyBytes = shared::kStageBytes;
 
 // The timeline (diag/trace.h): a collective's queued and running phases.
 // Out of line: only traced runs pay for it.
@@ -427,30 +424,6 @@ std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks)
   return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
 }
 
-namespace {
-
-// Note [the direct path] in collectives/direct.cpp: once allocate_shared()
-// has mapped the ranks' control segments, every allreduce, reduce_scatter
-// and allgather handshakes through them, whatever its buffers, so all ranks
-// decide together whether it runs directly.
-struct Direct {
-  std::shared_ptr<shared::Windows> windows;
-  collectives::DirectCall call;
-};
-
-Direct direct_call(CommunicatorImpl& c, const CollectiveCall& call) {
-  if (!collectives::direct_path_takes(call.op)) return {};
-  Direct d{c.direct_windows(), {call, {}, {}}};
-  if (d.windows) {
-    const size_t sb = call.send_bytes(c.rank, c.size), rb = call.recv_bytes(c.rank, c.size);
-    d.call.send_at = d.windows->find(call.send, sb).value_or(shared::Location{});
-    d.call.recv_at = d.windows->find(call.recv, rb).value_or(shared::Location{});
-  }
-  return d;
-}
-
-}  // namespace
-
 Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps steps) {
   validate(call, rank, size);
   device::Backend* gpu = devices->route(call);
@@ -469,57 +442,61 @@ Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps st
 Work CommunicatorImpl::start(const CollectiveCall& call) {
   validate(call, rank, size);
   const Clock::time_point now = coarse_now();
-  // 1. CUDA buffers: the device path (Note [device-buffer dispatch]).
-  if (auto* gpu = devices->route(call, now)) {
-    return gpu->submit(call, DeviceStreamScope::current());
+  // Note [ordered strategies] in runtime/router.h.
+  route::State state;
+  route::Chain chain;
+  bool inline_ok = true;
+  Work submitted;
+  for (const auto& s : strategies_) {
+    const route::Offer offer = s->offer(call, now, state, submitted);
+    using Kind = route::Offer::Kind;
+    if (offer.kind == Kind::Declines) continue;
+    if (offer.kind == Kind::Submitted) return submitted;
+    chain.at[chain.n++] = s.get();
+    inline_ok = inline_ok && offer.inline_ok;
+    if (offer.kind == Kind::Last) break;
   }
-  // 2-4 run on the engine thread, decided here from what every rank knows
-  // alike (the direct path's handshake makes the last decision together).
-  // Note [small collectives]: through the control segments' slots, and on
-  // this thread when the engine is idle. Decided from the call alone, so
-  // alike on every rank (buffers from allocate_shared too: at these sizes
-  // the copy costs less than the direct path's second flag round).
-  if (options.shm_collectives && collectives::small_path_takes(call, size)) {
-    if (shared::Windows* windows = active_windows()) {
-      return submit_task(call, [windows, call, state = collectives::SmallState{}](
-                                   collectives::Context& ctx) mutable {
-        collectives::run_small(ctx, *windows, call, state);
-      }, {}, /*inline_ok=*/true, now);
+  return submit_task(call, [chain, call, state](collectives::Context& ctx) mutable {
+    for (uint8_t i = 0; i < chain.n; ++i) {
+      if (chain.at[i]->run(ctx, call, state)) return;
     }
+    raise(ErrorCode::Internal, "{}: every strategy declined it", ctx.what());
+  }, {}, inline_ok && chain.n > 0, now);
+}
+
+shm::Peers CommunicatorImpl::shm_peers(bool over_bootstrap) {
+  shm::Peers peers{rank, size, name, options, {}};
+  if (over_bootstrap) {
+    bootstrap::Bootstrap* boot = bootstrap.get();
+    const Deadline deadline = Deadline::after(options.timeout);
+    peers.allgather = [boot, deadline](const std::string& mine) {
+      return boot->allgather(mine, deadline);
+    };
+  } else {
+    peers.allgather = [this](const std::string& mine) { return allgather_blobs(mine); };
   }
-  const Direct direct = direct_call(*this, call);
-  // Note [hierarchical allreduce]; small buffers stay latency-optimal.
-  const bool hierarchical =
-      call.op == CollectiveOp::Allreduce && host_local && call.count > 0 &&
-      collectives::choose_allreduce(call.recv_bytes(rank, size), size, options) ==
-          collectives::Algorithm::Ring;
-  // Note [inline copy collectives]: a direct or copy-path collective of up
-  // to kInlineCopyBytes per rank runs on the caller's thread when the
-  // engine is idle, as small ones do (the hand-off to the engine thread
-  // and back cost 10-25 us, a third of a 128 KiB allreduce); larger ones
-  // stay on the engine thread, so that they overlap with what the caller
-  // does next (a backward pass launching buckets). Only with
-  // shm_collectives: then run_direct never falls back to the transport,
-  // whose provider calls must not run on a caller's thread.
-  const bool inline_ok = direct.windows && options.shm_collectives &&
-                         std::max(call.send_bytes(rank, size), call.recv_bytes(rank, size)) <=
-                             kInlineCopyBytes;
-  return submit_task(call, [this, call, direct, hierarchical, state = collectives::DirectState{}](
-                               collectives::Context& ctx) mutable {
-    if (direct.windows && collectives::run_direct(ctx, *direct.windows, direct.call, state)) {
-      return;
-    }
-    if (hierarchical) {
-      ctx.set_algorithm("hierarchical");
-      hierarchical_allreduce(*this, call.send, call.recv, call.count, call.dtype, call.redop);
-      return;
-    }
-    collectives::run(ctx, call);
-  }, {}, inline_ok, now);
+  return peers;
+}
+
+void CommunicatorImpl::activate_shm() {
+  std::lock_guard<std::mutex> lk(shared_mu);
+  if (shared) return;
+  // The world exchanges through its bootstrap, so that its collectives keep
+  // their numbers (the first user collective is #1, as errors and flight-
+  // recorder dumps have always said); a sub-communicator, which has none,
+  // through its own collectives.
+  shared = shm::open(shm_peers(bootstrap != nullptr), "shared-memory collectives");
+}
+
+std::shared_ptr<detail::SharedAllocation> CommunicatorImpl::allocate_shared(size_t bytes) {
+  std::lock_guard<std::mutex> lk(shared_mu);
+  const shm::Peers peers = shm_peers(false);
+  if (!shared) shared = shm::open(peers, "allocate_shared");
+  return shm::allocate(shared, peers, bytes);
 }
 
 SharedBuffer Communicator::allocate_shared(size_t bytes) {
-  return SharedBuffer(shared::allocate(*impl_, bytes));
+  return SharedBuffer(impl_->allocate_shared(bytes));
 }
 
 Work Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,

@@ -15,7 +15,8 @@
 #include "runtime/engine.h"
 #include "runtime/p2p.h"
 #include "diag/flight_recorder.h"
-#include "memory/shared_windows.h"
+#include "runtime/router.h"
+#include "shm/shm.h"
 #include "runtime/watchdog.h"
 #include "gradwire/communicator.h"
 #include "transport/transport.h"
@@ -43,11 +44,9 @@ class CommunicatorImpl {
                    std::unique_ptr<transport::Transport> transport, std::string iface);
   ~CommunicatorImpl();
 
-  // The router (Note [one collective call]): validates `call`, then runs it
-  // by the first strategy that takes it: the device path (NCCL or staged)
-  // for CUDA buffers, else on the engine thread the direct path between
-  // shared buffers, the hierarchical allreduce across hosts, or the
-  // transport algorithm.
+  // The router (Note [ordered strategies] in runtime/router.h): validates
+  // `call`, then runs it by the first of the communicator's strategies that
+  // takes it (device, one host, hierarchical, transport).
   Work start(const CollectiveCall& call);
   // A collective on CUDA buffers with GPU work around it on the device
   // path's stream (Note [device steps] in device/backend.h), for composite
@@ -151,23 +150,26 @@ class CommunicatorImpl {
   // create_world when the ranks span hosts evenly; null otherwise.
   int host_count = 1;  // set by create_world; sub-communicators say 1
   ImplPtr host_local, cross_host;
-  // Windows of allocate_shared(), created by its first call (memory/shared_windows.h).
+  // Note [the one-host path] (shm/shm.h): this rank's windows, made at
+  // creation when the ranks share a host (activate_shm) or by the first
+  // allocate_shared(); null before.
   std::mutex shared_mu;
-  std::shared_ptr<shared::Windows> shared;
-  // The windows if their direct path is on (read at submission: every rank
-  // turns it on with the same collective allocate_shared call).
-  std::shared_ptr<shared::Windows> direct_windows() {
-    std::lock_guard<std::mutex> lk(shared_mu);
-    return shared && shared->active() ? shared : nullptr;
-  }
-  // The same, without the lock or a reference count, for the small path
+  std::shared_ptr<shm::Windows> shared;
+  // Collective: maps every rank's control segment (setup, for
+  // communicators whose ranks share one host).
+  void activate_shm();
+  // Communicator::allocate_shared (collective).
+  std::shared_ptr<detail::SharedAllocation> allocate_shared(size_t bytes);
+  // The windows once every rank maps every other's (the one-host path is
+  // on: alike on every rank), else null. Lock-free after the first hit
   // (Note [the lean inline path]): `shared` is set once and then lives as
   // long as this object, which finishes its queued collectives first.
-  shared::Windows* active_windows() {
-    if (shared::Windows* w = active_windows_.load(std::memory_order_acquire)) return w;
-    auto w = direct_windows();
-    if (w) active_windows_.store(w.get(), std::memory_order_release);
-    return w.get();
+  shm::Windows* active_windows() {
+    if (shm::Windows* w = active_windows_.load(std::memory_order_acquire)) return w;
+    std::lock_guard<std::mutex> lk(shared_mu);
+    shm::Windows* w = shared && shared->active() ? shared.get() : nullptr;
+    if (w) active_windows_.store(w, std::memory_order_release);
+    return w;
   }
 
  private:
@@ -186,6 +188,12 @@ class CommunicatorImpl {
   // submission (Note [the lean inline path]); under submit_mu_.
   std::shared_ptr<detail::WorkState> state_for(uint32_t seq, const CollectiveCall& call,
                                                const Label& label);
+  // What the shm layer needs of this communicator; its blob exchange over
+  // the bootstrap (the world, before its first collective) or over its own
+  // collectives.
+  shm::Peers shm_peers(bool over_bootstrap);
+  // Note [ordered strategies], in order; made in the constructor.
+  std::vector<std::unique_ptr<route::Strategy>> strategies_;
 
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).
@@ -197,7 +205,7 @@ class CommunicatorImpl {
   fr::Recorder::IdBlock fr_ids_;  // under submit_mu_ (Note [ids in blocks] in diag/flight_recorder.h)
   std::shared_ptr<detail::WorkState> spare_state_;  // under submit_mu_
   bool world_named_ = false;  // name == "world": left out of descriptions
-  std::atomic<shared::Windows*> active_windows_{nullptr};
+  std::atomic<shm::Windows*> active_windows_{nullptr};
   std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
   Members members_;  // guarded by watchdog_state->mu

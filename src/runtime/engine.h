@@ -31,7 +31,7 @@ namespace gradwire {
 //
 // Note [inline small collectives]: the exception is a collective that makes
 // no provider call: the small collectives of Note [small collectives]
-// (collectives/small.cpp) only poll flags in shared memory, checking the
+// (shm/small.cpp) only poll flags in shared memory, checking the
 // deadline and the interrupt as they go, so they cannot hang the caller.
 // Without the provider, the hand-off is most of their cost (two futex
 // wake-ups, ~5 us here), so they run on the caller's thread whenever the

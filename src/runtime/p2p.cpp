@@ -49,7 +49,7 @@ Work PointToPoint::recv(void* buf, size_t count, DataType dtype, int peer, uint3
 
 PointToPoint::Mode PointToPoint::mode() {
   if (mode_ != Mode::Unknown) return mode_;
-  shared::Windows* windows = comm_.active_windows();
+  shm::Windows* windows = comm_.active_windows();
   mode_ = windows ? Mode::Mailbox : Mode::Transport;
   // Note [any-source receives]: on shm the provider matches the source
   // itself (FI_DIRECTED_RECV) and the tag leaves the source out, so a
@@ -80,10 +80,10 @@ PointToPoint::Mode PointToPoint::mode() {
     streaming_out_.resize(n);
     streaming_in_.resize(n);
     for (int r = 0; r < n; ++r) {  // r == rank too: a message to oneself
-      out_[r] = shared::MailboxWriter(windows->mailbox(comm_.rank, r));
-      in_[r] = shared::MailboxReader(windows->mailbox(r, comm_.rank));
-      bulk_out_[r] = shared::BulkWriter(windows->mailbox(comm_.rank, r));
-      bulk_in_[r] = shared::BulkReader(windows->mailbox(r, comm_.rank));
+      out_[r] = shm::MailboxWriter(windows->mailbox(comm_.rank, r));
+      in_[r] = shm::MailboxReader(windows->mailbox(r, comm_.rank));
+      bulk_out_[r] = shm::BulkWriter(windows->mailbox(comm_.rank, r));
+      bulk_in_[r] = shm::BulkReader(windows->mailbox(r, comm_.rank));
     }
     mail_->spin = collectives::flag_spin();
     single_copy_ = comm_.options.p2p_single_copy;

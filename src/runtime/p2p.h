@@ -50,7 +50,7 @@
 // Note [point-to-point on one host]: on a communicator whose ranks map each
 // other's control segments (the small collectives' condition), each
 // ordered pair of ranks has a mailbox (Note [mailboxes] in
-// memory/mailbox.h), and messages never touch the transport:
+// shm/mailbox.h), and messages never touch the transport:
 // - A message of up to kEagerBytes is one record in the ring, data
 //   included; a send whose record fits is complete when posted (its buffer
 //   is free again), as an eager MPI send.
@@ -134,7 +134,7 @@
 #include "gradwire/error.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
-#include "memory/mailbox.h"
+#include "shm/shm.h"
 #include "runtime/engine.h"
 #include "transport/transport.h"
 
@@ -302,13 +302,9 @@ class PointToPoint {
     uint64_t cts = 0;
     uint32_t control = 0;
   };
-  // Note [single-copy reads]: what a long message's announcement carries.
-  struct ApartInfo {
-    uint64_t pid = 0;           // the sender's process
-    uint64_t addr = 0;          // the message's data there
-    uint64_t canary_addr = 0;   // the sender's PointToPoint::canary_
-    uint64_t canary = 0;        // its value: proves the pid is still the sender
-  };
+  // Note [single-copy reads]: what a long message's announcement carries
+  // (the canary is this PointToPoint's canary_).
+  using ApartInfo = shm::PeerRegion;
   // Reads a long message straight from the sender's memory; false if the
   // kernel refused (the caller then clears it for streaming).
   bool read_single_copy(const Op& op, const ApartInfo& info);
@@ -351,10 +347,10 @@ class PointToPoint {
   std::array<OpPtr, 8> spares_;
   size_t next_spare_ = 0;
   // Mailboxes, under mu; by peer.
-  std::vector<shared::MailboxWriter> out_;
-  std::vector<shared::MailboxReader> in_;
-  std::vector<shared::BulkWriter> bulk_out_;
-  std::vector<shared::BulkReader> bulk_in_;
+  std::vector<shm::MailboxWriter> out_;
+  std::vector<shm::MailboxReader> in_;
+  std::vector<shm::BulkWriter> bulk_out_;
+  std::vector<shm::BulkReader> bulk_in_;
   std::vector<std::deque<Outgoing>> outbox_;     // records waiting for room
   std::vector<uint64_t> next_id_;                // long messages announced to each peer
   std::vector<std::deque<OpPtr>> awaiting_cts_;  // long sends not cleared yet

@@ -3,11 +3,9 @@
 // one host, through mailboxes in their control segments.
 #include <fmt/format.h>
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "base/errors.h"
@@ -15,18 +13,18 @@
 #include "kernels/cpu/copy.h"
 #include "runtime/communicator_impl.h"
 #include "runtime/p2p.h"
-#include "runtime/watchdog.h"
+#include "runtime/job.h"
 
 namespace gradwire {
 
 bool PointToPoint::put_record(int peer, const Outgoing& o) {
   if (!o.op) return out_[peer].put(0, o.control, 0, o.cts, nullptr, 0);
   const Op& op = *o.op;
-  if (op.bytes > shared::kEagerBytes) {
+  if (op.bytes > shm::kEagerBytes) {
     // Note [single-copy reads]: where the receiver may read the data itself.
     const ApartInfo info{uint64_t(getpid()), uint64_t(reinterpret_cast<uintptr_t>(op.buf)),
                          uint64_t(reinterpret_cast<uintptr_t>(&canary_)), canary_};
-    return out_[peer].put(op.user_tag, shared::kMailPayloadApart, op.bytes, op.id, &info,
+    return out_[peer].put(op.user_tag, shm::kMailPayloadApart, op.bytes, op.id, &info,
                           sizeof(info));
   }
   return out_[peer].put(op.user_tag, 0, op.bytes, 0, op.buf, op.bytes);
@@ -43,13 +41,13 @@ void PointToPoint::enqueue(int peer, Outgoing o, Finished& fin) {
 
 void PointToPoint::record_put(const Outgoing& o, Finished& fin) {
   // An eager send is complete once its data is in the ring.
-  if (o.op && o.op->bytes <= shared::kEagerBytes) fin.add(*o.op, nullptr);
+  if (o.op && o.op->bytes <= shm::kEagerBytes) fin.add(*o.op, nullptr);
 }
 
 void PointToPoint::start_mail(const OpPtr& item, Finished& fin) {
   Op& op = *item;
   if (op.is_send) {
-    if (op.bytes > shared::kEagerBytes) {
+    if (op.bytes > shm::kEagerBytes) {
       op.id = next_id_[op.peer]++;
       awaiting_cts_[op.peer].push_back(item);
     }
@@ -89,7 +87,7 @@ void PointToPoint::deliver(const OpPtr& item, int source, uint64_t length, uint3
     comm_.engine().want_poll(true);
     return;
   }
-  if ((flags & shared::kMailPayloadApart) == 0) {
+  if ((flags & shm::kMailPayloadApart) == 0) {
     if (length > 0) copy(op.buf);
     fin.add(op, nullptr);
     return;
@@ -98,45 +96,23 @@ void PointToPoint::deliver(const OpPtr& item, int source, uint64_t length, uint3
   ApartInfo info;
   copy(&info);
   if (single_copy_ && read_single_copy(op, info)) {
-    enqueue(source, Outgoing{nullptr, id, shared::kMailReadDone}, fin);
+    enqueue(source, Outgoing{nullptr, id, shm::kMailReadDone}, fin);
     fin.add(op, nullptr);
     return;
   }
   streaming_in_[source].push_back(item);
-  enqueue(source, Outgoing{nullptr, id, shared::kMailClearToSend}, fin);
+  enqueue(source, Outgoing{nullptr, id, shm::kMailClearToSend}, fin);
 }
 
 bool PointToPoint::read_single_copy(const Op& op, const ApartInfo& info) {
-  // Note [single-copy reads]: the canary and the data in one call; the
-  // kernel may stop short (a fault, a signal), so the rest in a loop.
-  uint64_t canary = 0;
-  const pid_t pid = pid_t(info.pid);
-  iovec local[2] = {{&canary, sizeof(canary)}, {op.buf, op.bytes}};
-  iovec remote[2] = {{reinterpret_cast<void*>(uintptr_t(info.canary_addr)), sizeof(canary)},
-                     {reinterpret_cast<void*>(uintptr_t(info.addr)), op.bytes}};
-  ssize_t n = process_vm_readv(pid, local, 2, remote, 2, 0);
-  const char* why = nullptr;  // set on the first failure
-  if (n < ssize_t(sizeof(canary))) {
-    why = n < 0 ? std::strerror(errno) : "a short read";
-  } else if (canary != info.canary) {
-    why = "the process is not the sender";
-  }
-  size_t done = why ? 0 : size_t(n) - sizeof(canary);
-  while (!why && done < op.bytes) {
-    iovec l{static_cast<std::byte*>(op.buf) + done, op.bytes - done};
-    iovec r{reinterpret_cast<std::byte*>(uintptr_t(info.addr)) + done, op.bytes - done};
-    n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (n <= 0) why = n < 0 ? std::strerror(errno) : "a short read";
-    else done += size_t(n);
-  }
-  const bool ok = why == nullptr;
-  if (!ok) {
+  const char* why = shm::read_from_peer(info, op.buf, op.bytes);
+  if (why != nullptr) {
     single_copy_ = false;
     log().info("rank {}: point-to-point: reading rank {}'s message from its memory failed ({}); "
                "long messages stream through shared memory from now on", comm_.rank, op.peer,
                why);
   }
-  return ok;
+  return why == nullptr;
 }
 
 bool PointToPoint::stream_out(int peer, Finished& fin) {
@@ -145,7 +121,7 @@ bool PointToPoint::stream_out(int peer, Finished& fin) {
   while (!queue.empty()) {
     Op& op = *queue.front();
     while (op.moved < op.bytes) {
-      const size_t chunk = std::min<uint64_t>(shared::kBulkChunk, op.bytes - op.moved);
+      const size_t chunk = std::min<uint64_t>(shm::kBulkChunk, op.bytes - op.moved);
       if (!bulk_out_[peer].write(static_cast<std::byte*>(op.buf) + op.moved, chunk)) return moved;
       op.moved += chunk;
       moved = true;
@@ -164,7 +140,7 @@ bool PointToPoint::stream_in(int source, Finished& fin) {
     while (op.moved < op.bytes) {
       const std::byte* chunk = bulk_in_[source].peek();
       if (!chunk) return moved;
-      const size_t bytes = std::min<uint64_t>(shared::kBulkChunk, op.bytes - op.moved);
+      const size_t bytes = std::min<uint64_t>(shm::kBulkChunk, op.bytes - op.moved);
       kernels::copy(static_cast<std::byte*>(op.buf) + op.moved, chunk, bytes);
       bulk_in_[source].release();
       op.moved += bytes;
@@ -189,21 +165,21 @@ bool PointToPoint::advance_mail(Finished& fin) {
     }
   }
   for (int source = 0; source < n; ++source) {
-    shared::MailboxReader& in = in_[source];
-    while (const shared::MailRecord* rec = in.peek()) {
+    shm::MailboxReader& in = in_[source];
+    while (const shm::MailRecord* rec = in.peek()) {
       const uint32_t flags = rec->flags, tag = rec->tag;
       const uint64_t length = rec->length, id = rec->aux;
       // Only eager records carry data, at most kEagerBytes (MailboxWriter::put).
       const size_t data_bytes =
-          flags == 0 ? size_t(std::min<uint64_t>(length, shared::kEagerBytes))
-          : (flags & shared::kMailPayloadApart) ? sizeof(ApartInfo) : 0;
-      if (flags & (shared::kMailClearToSend | shared::kMailReadDone)) {
+          flags == 0 ? size_t(std::min<uint64_t>(length, shm::kEagerBytes))
+          : (flags & shm::kMailPayloadApart) ? sizeof(ApartInfo) : 0;
+      if (flags & (shm::kMailClearToSend | shm::kMailReadDone)) {
         // Our long message `id` may stream, or was read already.
         auto& waiting = awaiting_cts_[source];
         auto it = std::find_if(waiting.begin(), waiting.end(),
                                [&](const OpPtr& op) { return op->id == id; });
         if (it != waiting.end()) {
-          if (flags & shared::kMailReadDone) {
+          if (flags & shm::kMailReadDone) {
             fin.add(**it, nullptr);
           } else {
             streaming_out_[source].push_back(std::move(*it));

@@ -12,7 +12,7 @@
 #include "base/logging.h"
 #include "diag/trace.h"
 #include "gradwire/version.h"
-#include "memory/shared_windows.h"
+#include "shm/shm.h"
 #include "transport/transport.h"
 
 namespace gradwire::setup {
@@ -205,8 +205,8 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
   } else {
     impl->host_count = int(plan_hierarchy(hosts, rank).host_groups.size());
   }
-  // Note [small collectives] in collectives/small.cpp.
-  if (options.shm_collectives && size > 1 && impl->host_count == 1) shared::activate(*impl);
+  // Note [small collectives] in shm/small.cpp.
+  if (options.shm_collectives && size > 1 && impl->host_count == 1) impl->activate_shm();
   return impl;
 }
 
@@ -250,7 +250,7 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
                {"barrier", "start-up"})
       .wait();
   // Note [small collectives]: turns active only if the members share a host.
-  if (impl->options.shm_collectives && impl->size > 1) shared::activate(*impl);
+  if (impl->options.shm_collectives && impl->size > 1) impl->activate_shm();
   return impl;
 }
 

@@ -29,7 +29,7 @@ inline std::vector<std::string> allgather_blobs(gradwire::Communicator& comm,
   padded.resize(max_len);
   std::vector<char> all(max_len * size_t(n));
   if (max_len > 0) comm.allgather(padded.data(), all.data(), all.size(), DataType::UInt8).wait();
-  std::vector<std::string> out(size_t(n));
+  std::vector<std::string> out(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) out[size_t(r)].assign(all.data() + size_t(r) * max_len, size_t(lengths[size_t(r)]));
   return out;
 }

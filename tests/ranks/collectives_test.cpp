@@ -184,7 +184,7 @@ TEST(Collectives, LargeAllreduceFloat32) {
   EXPECT_TRUE(identical_on_all_ranks(w, out.data(), out.size()));
 }
 
-// Note [the copy path] in src/collectives/copy_path.cpp: ordinary buffers
+// Note [the copy path] in src/shm/copy_path.cpp: ordinary buffers
 // of a few MiB cross several copy rounds (the staging half is 1 MiB per
 // rank), at every dtype, with a count not divisible by the world size, in
 // place and out of place. Skipped where shm collectives are off (the tcp
@@ -311,7 +311,7 @@ TEST(Collectives, BarrierWaitsForTheSlowestRank) {
   EXPECT_GE(waited, std::chrono::milliseconds(250));
 }
 
-// Note [slot reuse] in collectives/small.cpp: small collectives through the
+// Note [slot reuse] in shm/small.cpp: small collectives through the
 // shared slots, interleaved with transport collectives that do not need
 // every rank to finish (a large broadcast from a rotating root), submitted
 // before and after them: every result exact, on every iteration.

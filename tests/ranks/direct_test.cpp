@@ -1,6 +1,6 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The direct path between buffers from Communicator::allocate_shared()
-// (Note [the direct path] in src/collectives/direct.cpp): every dtype and
+// (Note [the direct path] in src/shm/direct.cpp): every dtype and
 // op, sizes 0 to past the ring threshold (not divisible by the world size),
 // in place and out of place, against the serial reference, bitwise
 // identical on every rank; buffers that do not qualify on every rank fall

@@ -1,8 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// Note [mailboxes] (memory/mailbox.h): records in order, wrap-around, a full
+// Note [mailboxes] (shm/mailbox.h): records in order, wrap-around, a full
 // ring, stale bytes that look like a stamp, and a writer and a reader on two
 // threads.
-#include "memory/mailbox.h"
+#include "shm/mailbox.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace gradwire::shared {
+namespace gradwire::shm {
 namespace {
 
 struct Ring {
@@ -162,4 +162,4 @@ TEST(Mailbox, TwoThreadsKeepEveryMessageInOrder) {
 }
 
 }  // namespace
-}  // namespace gradwire::shared
+}  // namespace gradwire::shm

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include "memory/shared_windows.h"
+#include "shm/windows.h"
 
 namespace gradwire::shm {
 namespace {
@@ -99,7 +99,7 @@ TEST(ShmReclaim, ASigkilledProcessSegmentIsReclaimed) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("GRADWIRE_SHM_RECLAIM", "0", 1);  // the child leaves others alone
-    shared::Created c = shared::create_segment(1 << 20, 0);
+    shm::Created c = shm::create_segment(1 << 20, 0);
     std::memset(c.map.data(), 1, 1 << 20);  // touch it: the memory is really held
     const std::string n = c.name + "\n";
     ssize_t ignored = ::write(names[1], n.data(), n.size());

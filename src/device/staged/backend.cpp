@@ -257,9 +257,21 @@ class StagedBackend final : public Backend {
         return;
       }
       case CollectiveOp::Other:
+        raise(ErrorCode::Internal, "{}: the staged path has no internal collective", ctx.what());
+      default:
         break;
     }
-    raise(ErrorCode::Internal, "{}: the staged path has no internal collective", ctx.what());
+    // Any other op, whole: its inputs into pinned memory, the host
+    // algorithm out of place (which every collective allows), its outputs
+    // back. A new op needs no case here; the ones above stage less or
+    // pipeline.
+    const size_t sb = c.send_bytes(r, n), rb = c.recv_bytes(r, n);
+    CollectiveCall host = c;
+    host.send = sb ? pinned(0, sb) : nullptr;
+    host.recv = rb ? pinned(1, rb) : nullptr;
+    copy_sync(const_cast<void*>(host.send), c.send, sb, cudaMemcpyDeviceToHost, ctx);
+    collectives::run(ctx, host);
+    copy_sync(c.recv, host.recv, rb, cudaMemcpyHostToDevice, ctx);
   }
 
   const Host comm_;

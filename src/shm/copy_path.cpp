@@ -52,21 +52,26 @@
 
 #include "base/errors.h"
 #include "collectives/collectives.h"
+#include "shm/handshake.h"
+#include "shm/shm.h"
 #include "collectives/plan.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
-namespace gradwire::collectives {
+namespace gradwire::shm {
+
+// The Context, the planning of collectives/plan.h and WouldBlock: this
+// layer runs collectives the way collectives/ does.
+using namespace gradwire::collectives;
 
 namespace {
 
-using shared::Control;
 
 // The fold of block r's piece is done through an L2-sized scratch chunk
 // that is then copied to the output and the staging area.
 constexpr size_t kFoldBytes = size_t(32) << 10;
 
-void wait_progress(Context& ctx, const shared::Windows& w, uint64_t at_least,
+void wait_progress(Context& ctx, const Windows& w, uint64_t at_least,
                    std::string_view what) {
   for (int p = 0; p < ctx.size(); ++p) {
     if (p == ctx.rank()) continue;
@@ -78,13 +83,13 @@ void wait_progress(Context& ctx, const shared::Windows& w, uint64_t at_least,
 
 }  // namespace
 
-void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call,
+void run_copy(Context& ctx, const Windows& w, const CollectiveCall& call,
               DirectState& state) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = element_size(call.dtype);
   // Allgather stages one piece per rank (its shard's); the reductions one
   // per block.
-  const CopyPlan plan = copy_plan(call.count, n, es, shared::kStageBytes,
+  const CopyPlan plan = copy_plan(call.count, n, es, kStageBytes,
                                   call.op == CollectiveOp::Allgather ? 1 : size_t(n));
   const Blocks& b = plan.blocks;
   const size_t piece_bytes = plan.chunk * es;  // a staging position
@@ -191,4 +196,4 @@ void run_copy(Context& ctx, const shared::Windows& w, const CollectiveCall& call
   w.copy_rounds = state.first_round + plan.rounds;
 }
 
-}  // namespace gradwire::collectives
+}  // namespace gradwire::shm

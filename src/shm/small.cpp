@@ -3,14 +3,14 @@
 // handshakes cost. Through the transport a 2-rank 8-byte allreduce took
 // 7.9 us against Open MPI's 1.6 us (issue 18): the provider's message
 // latency plus the hand-off to the engine thread and back. So when every
-// rank of a communicator maps every other's control segment (shared::
+// rank of a communicator maps every other's control segment (
 // activate at creation, for communicators on one host), a small collective
 // with ordinary buffers goes through pre-mapped shared memory instead, the
 // way MPI's shared-memory collectives and NCCL's LL protocol avoid
 // per-message handshakes:
 //   1. each rank copies its input into its own slot (index seq % kDepth)
 //      in its control segment, or, up to 16 bytes, into its descriptor
-//      (Note [one line per message] in memory/shared_windows.h);
+//      (Note [one line per message] in shm/windows.h);
 //   2. the handshake (Note [the direct handshake]) publishes the call: the
 //      descriptor's seq1 is stored last, a release store: a peer that sees
 //      it sees the descriptor and the slot;
@@ -38,12 +38,17 @@
 
 #include "base/errors.h"
 #include "collectives/collectives.h"
-#include "collectives/handshake.h"
+#include "shm/shm.h"
+#include "shm/handshake.h"
 #include "collectives/plan.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
-namespace gradwire::collectives {
+namespace gradwire::shm {
+
+// The Context, the planning of collectives/plan.h and WouldBlock: this
+// layer runs collectives the way collectives/ does.
+using namespace gradwire::collectives;
 
 namespace {
 
@@ -84,22 +89,22 @@ void stage(std::byte* slot, const CollectiveCall& call, int r, int n) {
 }  // namespace
 
 bool small_path_takes(const CollectiveCall& call, int size) {
-  return size > 1 && staged_bytes(call, size) <= shared::kSlotBytes;
+  return size > 1 && staged_bytes(call, size) <= kSlotBytes;
 }
 
-void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& call,
+void run_small(Context& ctx, const Windows& w, const CollectiveCall& call,
                SmallState& state) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t seq1 = w.seq1(ctx.seq());
   const size_t es = element_size(call.dtype);
   ctx.set_algorithm("shared slots");
 
-  shared::Descriptor mine = descriptor_of(call);
+  Descriptor mine = descriptor_of(call);
   mine.staged = 1;
-  // Note [one line per message] in memory/shared_windows.h: up to 16 bytes
+  // Note [one line per message] in shm/windows.h: up to 16 bytes
   // go in the descriptor itself (the same on every rank: the calls match,
   // or check_same_call fails before anything is read).
-  const bool in_line = staged_bytes(call, n) <= shared::Descriptor::kInlineBytes;
+  const bool in_line = staged_bytes(call, n) <= Descriptor::kInlineBytes;
   // A WouldBlock from a wait leaves `state` as it was: the engine thread
   // calls again and goes on from there (Note [inline small collectives]).
   if (!state.published) {
@@ -110,8 +115,8 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
   }
   // Where rank k's staged input is: its slot, or the copy of its
   // descriptor read by the handshake.
-  const std::vector<shared::Descriptor>* all = nullptr;
-  shared::Descriptor root_desc;
+  const std::vector<Descriptor>* all = nullptr;
+  Descriptor root_desc;
   if (call.op == CollectiveOp::Broadcast) {
     // Only the root's slot is read: the root waits for nobody, the others
     // for the root (Note [slot reuse] keeps the root from overwriting it).
@@ -167,4 +172,4 @@ void run_small(Context& ctx, const shared::Windows& w, const CollectiveCall& cal
   consumed(ctx, w);
 }
 
-}  // namespace gradwire::collectives
+}  // namespace gradwire::shm

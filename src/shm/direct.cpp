@@ -19,18 +19,21 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/handshake.h"
+#include "shm/shm.h"
+#include "shm/handshake.h"
 #include "collectives/plan.h"
 #include "base/errors.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
-namespace gradwire::collectives {
+namespace gradwire::shm {
+
+// The Context, the planning of collectives/plan.h and WouldBlock: this
+// layer runs collectives the way collectives/ does.
+using namespace gradwire::collectives;
 
 namespace {
 
-using shared::Control;
-using shared::Descriptor;
 
 // Elements are reduced in chunks of this many bytes: the scratch chunk
 // stays in L2 while it is copied out to every rank.
@@ -57,12 +60,19 @@ void reduce_block(Context& ctx, const std::vector<const std::byte*>& in, size_t 
 
 }  // namespace
 
+DirectCall locate(const Windows& w, const CollectiveCall& call, int rank, int size) {
+  DirectCall d{call, {}, {}};
+  d.send_at = w.find(call.send, call.send_bytes(rank, size)).value_or(Location{});
+  d.recv_at = w.find(call.recv, call.recv_bytes(rank, size)).value_or(Location{});
+  return d;
+}
+
 bool direct_path_takes(CollectiveOp op) {
   return op == CollectiveOp::Allreduce || op == CollectiveOp::ReduceScatter ||
          op == CollectiveOp::Allgather;
 }
 
-bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct,
+bool run_direct(Context& ctx, const Windows& w, const DirectCall& direct,
                 DirectState& state) {
   const CollectiveCall& call = direct.call;
   const int n = ctx.size(), r = ctx.rank();
@@ -163,4 +173,4 @@ bool run_direct(Context& ctx, const shared::Windows& w, const DirectCall& direct
   return true;
 }
 
-}  // namespace gradwire::collectives
+}  // namespace gradwire::shm

@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "collectives/handshake.h"
+#include "shm/handshake.h"
 
 #include <cstddef>
 #include <cstring>
@@ -7,10 +7,12 @@
 #include "base/collective_call.h"
 #include "base/errors.h"
 
-namespace gradwire::collectives {
+namespace gradwire::shm {
 
-using shared::Control;
-using shared::Descriptor;
+// The Context, the planning of collectives/plan.h and WouldBlock: this
+// layer runs collectives the way collectives/ does.
+using namespace gradwire::collectives;
+
 
 namespace {
 
@@ -49,9 +51,9 @@ std::string describe(const Descriptor& d) {
 // path each rank raises `departed` and waits for everyone's: only then is
 // no peer still reading this rank's input or writing its output, and the
 // caller may reuse them.
-void wait_until_free(Context& ctx, const shared::Windows& w) {
+void wait_until_free(Context& ctx, const Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
-  if (const uint64_t before = w.last_handshake[seq1 % shared::kDepth]) {
+  if (const uint64_t before = w.last_handshake[seq1 % kDepth]) {
     auto& seen = w.consumed_seen;
     seen.resize(size_t(ctx.size()));
     for (int p = 0; p < ctx.size(); ++p) {
@@ -65,13 +67,13 @@ void wait_until_free(Context& ctx, const shared::Windows& w) {
       }, p, " to finish reading an earlier collective");
     }
   }
-  w.last_handshake[seq1 % shared::kDepth] = seq1;
+  w.last_handshake[seq1 % kDepth] = seq1;
 }
 
-void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
+void publish(Context& ctx, const Windows& w, const Descriptor& mine) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   Control& me = w.control(ctx.rank());
-  Descriptor& d = me.desc[seq1 % shared::kDepth].d;
+  Descriptor& d = me.desc[seq1 % kDepth].d;
   // Note [one line per message]: everything but seq1 first (a peer may be
   // polling seq1: it must see the old value or the new, nothing between),
   // then seq1, what a waiting peer polls, with a release store.
@@ -83,10 +85,10 @@ void publish(Context& ctx, const shared::Windows& w, const Descriptor& mine) {
   me.arrived.store(seq1, std::memory_order_release);
 }
 
-Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
+Descriptor collect_one(Context& ctx, const Windows& w, int p) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   Control& peer = w.control(p);
-  const Descriptor& line = peer.desc[seq1 % shared::kDepth].d;
+  const Descriptor& line = peer.desc[seq1 % kDepth].d;
   // Note [one line per message]: the descriptor's own seq1 says it is
   // there; `arrived` is read only while waiting, so that a peer that went
   // on to a later collective (ranks that called different ones) is told
@@ -107,18 +109,18 @@ Descriptor collect_one(Context& ctx, const shared::Windows& w, int p) {
   return d;
 }
 
-const std::vector<Descriptor>& collect(Context& ctx, const shared::Windows& w) {
+const std::vector<Descriptor>& collect(Context& ctx, const Windows& w) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t seq1 = w.seq1(ctx.seq());
   std::vector<Descriptor>& all = w.seen;  // reused: no allocation per collective
   all.resize(size_t(n));
   for (int p = 0; p < n; ++p) {
-    all[p] = p == r ? w.control(r).desc[seq1 % shared::kDepth].d : collect_one(ctx, w, p);
+    all[p] = p == r ? w.control(r).desc[seq1 % kDepth].d : collect_one(ctx, w, p);
   }
   return all;
 }
 
-const std::vector<Descriptor>& handshake(Context& ctx, const shared::Windows& w,
+const std::vector<Descriptor>& handshake(Context& ctx, const Windows& w,
                                          const Descriptor& mine) {
   publish(ctx, w, mine);
   return collect(ctx, w);
@@ -142,7 +144,7 @@ void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
   for (size_t p = 1; p < all.size(); ++p) check_same_call(ctx, 0, all[0], int(p), all[p]);
 }
 
-void depart(Context& ctx, const shared::Windows& w) {
+void depart(Context& ctx, const Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
   w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
   for (int p = 0; p < ctx.size(); ++p) {
@@ -153,8 +155,8 @@ void depart(Context& ctx, const shared::Windows& w) {
   }
 }
 
-void consumed(Context& ctx, const shared::Windows& w) {
+void consumed(Context& ctx, const Windows& w) {
   w.control(ctx.rank()).consumed.store(w.seq1(ctx.seq()), std::memory_order_release);
 }
 
-}  // namespace gradwire::collectives
+}  // namespace gradwire::shm

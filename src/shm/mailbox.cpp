@@ -1,13 +1,13 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Note [mailboxes] in mailbox.h.
-#include "memory/mailbox.h"
+#include "shm/mailbox.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/copy.h"
 
-namespace gradwire::shared {
+namespace gradwire::shm {
 
 namespace {
 
@@ -111,4 +111,4 @@ void BulkReader::release() {
   drained_of(base_).store(drained_, std::memory_order_release);
 }
 
-}  // namespace gradwire::shared
+}  // namespace gradwire::shm

@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "memory/shared_windows.h"
+#include "shm/windows.h"
 
 #include <sys/file.h>
 
@@ -20,7 +20,7 @@
 
 namespace gradwire {
 
-namespace shared {
+namespace shm {
 
 Mapping::~Mapping() {
   if (data_) munmap(data_, length_);
@@ -154,7 +154,7 @@ Mapping open_segment(const std::string& name, size_t length, std::string& error)
   return Mapping(static_cast<std::byte*>(p), length);
 }
 
-}  // namespace shared
+}  // namespace shm
 
 detail::SharedAllocation::~SharedAllocation() {
   if (owner) owner->release(id);

@@ -1,7 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Memory the ranks of one host map from each other (POSIX shared memory),
 // behind Communicator::allocate_shared() and the direct collectives
-// (src/collectives/direct.cpp).
+// (src/shm/direct.cpp).
 #pragma once
 
 #include <atomic>
@@ -15,13 +15,11 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
-#include "memory/mailbox.h"
+#include "shm/mailbox.h"
 
 namespace gradwire {
 
-class CommunicatorImpl;
-
-namespace shared {
+namespace shm {
 
 // One mmap'ed region; unmapped on destruction.
 class Mapping {
@@ -77,7 +75,7 @@ struct alignas(128) DescriptorSlot {
 
 // One per rank, in that rank's control segment. Flags sit on their own pair
 // of cache lines (see Descriptor): every peer polls them.
-// Note [slot reuse] in collectives/small.cpp: how many handshakes a rank
+// Note [slot reuse] in shm/small.cpp: how many handshakes a rank
 // may be ahead of the slowest reader before it waits; descriptors and slots
 // are indexed by seq % kDepth. A depth lets a broadcast root run ahead (as
 // an eager protocol lets Open MPI's) instead of meeting every reader; 16
@@ -92,9 +90,9 @@ struct Control {
   alignas(128) std::atomic<uint64_t> departed{0};  // seq + 1 of the last direct collective left
   // seq + 1 of the last handshake whose peers' descriptors (and, for a
   // small collective, slots) this rank has finished reading (Note [slot
-  // reuse] in collectives/small.cpp).
+  // reuse] in shm/small.cpp).
   alignas(128) std::atomic<uint64_t> consumed{0};
-  // Note [the copy path] in collectives/copy_path.cpp: 2g + 1 once this
+  // Note [the copy path] in shm/copy_path.cpp: 2g + 1 once this
   // rank's inputs of copy round g are in its staging area, 2g + 2 once its
   // results of round g are (reduce_scatter and allgather, which stage no
   // results, raise it to 2g + 2 at once).
@@ -102,18 +100,18 @@ struct Control {
   DescriptorSlot desc[kDepth];            // indexed by seq % kDepth
 };
 
-// Note [small collectives] in collectives/small.cpp: each rank's control
+// Note [small collectives] in shm/small.cpp: each rank's control
 // segment also holds kDepth slots (indexed by seq % kDepth) for the inputs of small
 // collectives, after its Control.
 constexpr size_t kSlotBytes = size_t(64) << 10;
 constexpr size_t kSlotOffset = (sizeof(Control) + 63) / 64 * 64;
-// Note [the copy path] in collectives/copy_path.cpp: then two staging
+// Note [the copy path] in shm/copy_path.cpp: then two staging
 // halves (copy rounds alternate between them), page-aligned: 2 MiB more
 // per rank of every one-host communicator, reserved when the segment is
 // made (Note [segments are backed when made] in shared_windows.cpp).
 constexpr size_t kStageOffset = (kSlotOffset + kDepth * kSlotBytes + 4095) / 4096 * 4096;
 constexpr size_t kStageBytes = size_t(1) << 20;
-// Note [mailboxes] in memory/mailbox.h: then one ring per destination rank
+// Note [mailboxes] in shm/mailbox.h: then one ring per destination rank
 // (this rank's own included, unused, so the layout is one multiplication):
 // 256 KiB per rank of the communicator.
 constexpr size_t kMailOffset = kStageOffset + 2 * kStageBytes;
@@ -210,14 +208,14 @@ class Windows {
   uint32_t next_id_ = 0;
 };
 
-}  // namespace shared
+}  // namespace shm
 
 namespace detail {
 // What a SharedBuffer holds; releases its window when the last one goes.
 struct SharedAllocation {
-  std::shared_ptr<shared::Windows> owner;  // null for a private fallback
-  uint32_t id = shared::Descriptor::kNoWindow;
-  shared::Mapping own;                     // only for a private fallback
+  std::shared_ptr<shm::Windows> owner;  // null for a private fallback
+  uint32_t id = shm::Descriptor::kNoWindow;
+  shm::Mapping own;                     // only for a private fallback
   std::byte* data = nullptr;
   size_t bytes = 0;
   bool direct = false;
@@ -225,7 +223,7 @@ struct SharedAllocation {
 };
 }  // namespace detail
 
-namespace shared {
+namespace shm {
 // A POSIX shared-memory segment of at least `bytes` (whole pages), created
 // and mapped by this rank under a fresh name; when /dev/shm refuses, private
 // memory with `name` empty and `error` saying why.
@@ -240,15 +238,6 @@ Created create_segment(size_t bytes, uint32_t id);
 Mapping open_segment(const std::string& name, size_t length, std::string& error);
 size_t page_round(size_t bytes);
 
-// Collective over the communicator (runtime/shared_allocate.cpp): every rank
-// calls it (sizes may differ). Falls back to private memory (direct = false
-// on every rank, with the reason logged) when the ranks do not share a host
-// or /dev/shm.
-std::shared_ptr<detail::SharedAllocation> allocate(CommunicatorImpl& comm, size_t bytes);
-// Collective: creates the communicator's control segments (with the slots
-// of Note [small collectives]) if allocate() has not; they turn active when
-// every rank maps every other's.
-void activate(CommunicatorImpl& comm);
-}  // namespace shared
+}  // namespace shm
 
 }  // namespace gradwire

@@ -38,7 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace gradwire::shared {
+namespace gradwire::shm {
 
 struct MailRecord {
   std::atomic<uint64_t> stamp;  // stream position + 1; stored last
@@ -135,4 +135,4 @@ class BulkReader {
   uint64_t drained_ = 0;
 };
 
-}  // namespace gradwire::shared
+}  // namespace gradwire::shm
