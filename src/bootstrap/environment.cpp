@@ -89,8 +89,8 @@ struct Reader {
   std::string require(const char* name, const std::string& expected) const {
     auto v = env::get(name);
     if (!v) {
-      // Note [launcher order]: under srun a partial torchrun setting (an
-      // sbatch script's MASTER_ADDR, say) hides Slurm's variables.
+      // Under srun a partial torchrun setting (an sbatch script's
+      // MASTER_ADDR, say) hides Slurm's variables (Note [launcher order]).
       raise(ErrorCode::InvalidArgument,
             "{} is not set (expected {}); {}, so gradwire expects a torchrun-style launch with "
             "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (or GRADWIRE_STORE_DIR instead of "
@@ -306,7 +306,7 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
         store = prefix_store(std::move(store), fmt::format("world{}/", g));
       }
       if (!r.job.empty()) {
-        check_same_job(*store, r.rank, r.size, r.job, Deadline::after(options.timeout));
+        check_same_job(*store, where, r.rank, r.size, r.job, Deadline::after(options.timeout));
       }
       return make_store_bootstrap(std::move(store), r.rank, r.size, r.local_rank);
     }

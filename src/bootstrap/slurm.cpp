@@ -67,7 +67,7 @@ struct SlurmReader {
   uint64_t u64(const char* name, const std::string& text, uint64_t hi) const {
     auto v = env::parse_u64(text);
     if (!v || *v > hi) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer in 0..{} ({})", name, text, hi,
+      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer in 0..{}; {}", name, text, hi,
             why);
     }
     return *v;
@@ -76,7 +76,7 @@ struct SlurmReader {
   int integer(const char* name, const std::string& text, int lo, int hi) const {
     auto v = env::parse_int(text);
     if (!v || *v < lo || *v > hi) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer in {}..{} ({})", name, text,
+      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer in {}..{}; {}", name, text,
             lo, hi, why);
     }
     return *v;
@@ -105,7 +105,7 @@ bool is_loopback(const SockAddr& a) {
 Rendezvous outside_a_step() {
   auto ntasks = get("SLURM_NTASKS");
   if (!ntasks) return Rendezvous::single();
-  SlurmReader r{"SLURM_NTASKS is set"};
+  SlurmReader r{fmt::format("this process is in Slurm job {}", get("SLURM_JOB_ID").value_or("?"))};
   const int n = r.integer("SLURM_NTASKS", *ntasks, 1, INT_MAX);
   if (n == 1) return Rendezvous::single();
   raise(ErrorCode::InvalidArgument,
@@ -129,8 +129,8 @@ int step_size(const SlurmReader& r) {
     if (n != size) {
       raise(ErrorCode::InvalidArgument,
             "SLURM_STEP_NUM_TASKS={} but SLURM_NTASKS={}: the step's tasks and the job's "
-            "disagree ({}); srun sets both to the step's count, so something in the task's "
-            "environment changed one: launch the program with srun directly",
+            "disagree; srun sets both to the step's count, so something in the task's "
+            "environment changed one: launch the program with srun directly ({})",
             size, n, r.why);
     }
   }
@@ -169,8 +169,7 @@ Rendezvous slurm_rendezvous() {
   const char* step_var = get("SLURM_STEP_ID") ? "SLURM_STEP_ID" : "SLURM_STEPID";
   const auto step_text = get(step_var);
   if (!step_text) return outside_a_step();
-  SlurmReader r{fmt::format("{}='{}' is set, so this is a task that srun started", step_var,
-                            *step_text)};
+  SlurmReader r{fmt::format("this is a task that srun started ({}='{}')", step_var, *step_text)};
   if (auto het = get("SLURM_HET_SIZE")) {
     raise(ErrorCode::InvalidArgument,
           "SLURM_HET_SIZE='{}' is set: a heterogeneous Slurm step (srun ... : ...) is not "
@@ -196,18 +195,18 @@ Rendezvous slurm_rendezvous() {
     const auto n = r.optional_int("SLURM_STEP_NUM_NODES", 1, INT_MAX);
     if (n && size_t(*n) != nodes.size()) {
       raise(ErrorCode::InvalidArgument,
-            "SLURM_STEP_NODELIST='{}' names {} nodes but SLURM_STEP_NUM_NODES={} ({})", list,
+            "SLURM_STEP_NODELIST='{}' names {} nodes but SLURM_STEP_NUM_NODES={}; {}", list,
             nodes.size(), *n, r.why);
     }
     if (size < int(nodes.size())) {
       raise(ErrorCode::InvalidArgument,
             "SLURM_STEP_NODELIST='{}' names {} nodes for a step of {} tasks; a step runs at "
-            "least one task on each of its nodes ({})",
+            "least one task on each of its nodes; {}",
             list, nodes.size(), size, r.why);
     }
   }
   if (node_id && size_t(*node_id) >= nodes.size()) {
-    raise(ErrorCode::InvalidArgument, "SLURM_NODEID={} but {}='{}' names {} nodes ({})",
+    raise(ErrorCode::InvalidArgument, "SLURM_NODEID={} but {}='{}' names {} nodes; {}",
           *node_id, list_var, list, nodes.size(), r.why);
   }
   // A step of one task where the job has several nodes: most likely the
@@ -271,8 +270,8 @@ Rendezvous slurm_rendezvous() {
 // counts another size writes its own identity so that rank 0 stops too,
 // and with it (its store gone) every other rank, instead of each waiting
 // out its deadline for a rank that left.
-void check_same_job(Store& store, int rank, int size, const std::string& job,
-                    Deadline deadline) {
+void check_same_job(Store& store, const std::string& where, int rank, int size,
+                    const std::string& job, Deadline deadline) {
   const std::string mine = fmt::format("{}\n{}", size, job);
   auto split = [](const std::string& v) {
     const auto nl = v.find('\n');
@@ -286,7 +285,7 @@ void check_same_job(Store& store, int rank, int size, const std::string& job,
             "rank {} of {} reached the store at {} of another job: rank 0 there is of {}; two "
             "steps' stores share a node and a port: set GRADWIRE_STORE_PORT to a port of this "
             "step's own, and GRADWIRE_JOB_SECRET so that stores refuse other jobs",
-            rank, job, store.describe(), job0);
+            rank, job, where, job0);
     }
     store.set(fmt::format("job/{}", rank), mine);
     if (size0 != std::to_string(size)) {

@@ -35,12 +35,13 @@ inline constexpr uint16_t kSlurmPortBase = 16000;
 inline constexpr uint32_t kSlurmPortSlots = 8000;
 uint16_t slurm_store_port(uint64_t job, uint64_t step);
 
-// Note [same job]: every rank's `job` and `size` must equal rank 0's,
-// compared over `store` (keys "job/<rank>") before anything else is
-// written there. InvalidArgument naming both on every rank that sees the
-// difference; a rank of another job never writes to this job's store.
-// Timeout at `deadline` as a store get.
-void check_same_job(Store& store, int rank, int size, const std::string& job,
-                    Deadline deadline);
+// Every rank's `job` and `size` must equal rank 0's (Note [same job] in
+// slurm.cpp), compared over `store` (keys "job/<rank>"; `where` is its
+// host:port, for messages) before anything else is written there:
+// InvalidArgument naming both on every rank that sees the difference; a
+// rank of another job never writes to this job's store. Timeout at
+// `deadline` as a store get.
+void check_same_job(Store& store, const std::string& where, int rank, int size,
+                    const std::string& job, Deadline deadline);
 
 }  // namespace gradwire::bootstrap

@@ -75,8 +75,10 @@ class SlurmEnvironment : public ::testing::Test {
                           "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_STEP_NUM_NODES",
                           "SLURM_JOB_NUM_NODES", "SLURMD_NODENAME", "SLURM_HET_SIZE"}};
 
-  // Task `rank` of a 3-task step on node[01-02], as srun sets it.
+  // Task `rank` of a 3-task step on node[01-02], as srun sets it, and
+  // nothing else.
   void srun_task(int rank) {
+    env_.clear();
     env_.set({{"SLURM_JOB_ID", "4242"},
               {"SLURM_STEP_ID", "5"},
               {"SLURM_STEPID", "5"},
@@ -133,7 +135,7 @@ TEST_F(SlurmEnvironment, MpirunAndTorchrunInsideAJobWin) {
   EXPECT_EQ(Rendezvous::from_environment().kind, Rendezvous::Kind::Mpi);
   // A partial torchrun setting says that Slurm's variables were hidden.
   env_.unset({"OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE", "MASTER_PORT"});
-  expect_invalid({"RANK is not set", "MASTER_ADDR='127.0.0.1' is set", "under srun"});
+  expect_invalid({"WORLD_SIZE is not set", "MASTER_ADDR='127.0.0.1' is set", "under srun"});
 }
 
 TEST_F(SlurmEnvironment, MissingVariablesAreNamed) {
@@ -144,7 +146,7 @@ TEST_F(SlurmEnvironment, MissingVariablesAreNamed) {
   for (const auto& [var, needle] : cases) {
     srun_task(1);
     env_.unset({var});
-    expect_invalid({needle, "SLURM_STEP_ID='5' is set", "srun"});
+    expect_invalid({needle, "a task that srun started (SLURM_STEP_ID='5')", "srun"});
   }
   srun_task(1);
   env_.unset({"SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"});

@@ -60,6 +60,9 @@ class ScopedEnv {
   void unset(std::initializer_list<const char*> vars) {
     for (const char* v : vars) ::unsetenv(v);
   }
+  void clear() {
+    for (const auto& n : names_) ::unsetenv(n.c_str());
+  }
 
  private:
   std::vector<std::string> names_;
