@@ -20,6 +20,7 @@ trap 'rm -rf "$out"' EXIT
 export GRADWIRE_TIMEOUT_S=20 GRADWIRE_LOG_LEVEL=warn
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+errors() { grep -hiE 'error|fail' "$@" | sort -u | head -5; }
 
 # expect_refused NAME FILE STATUS NEEDLE...: the launch failed, quickly, and
 # FILE says every NEEDLE.
@@ -43,25 +44,27 @@ expect_refused "batch script of 2 tasks" "$out/batch.out" $? \
 # 2. A variable srun always sets, missing.
 srun -n 2 --kill-on-bad-exit=1 env -u SLURM_PROCID "$hc" > "$out/procid.out" 2>&1
 expect_refused "task without SLURM_PROCID" "$out/procid.out" $? \
-  "SLURM_PROCID is not set" "SLURM_STEP_ID="
+  "SLURM_PROCID is not set" "a task that srun started (SLURM_STEP_ID="
 ((SECONDS - t0 < 60)) || fail "the refusals took $((SECONDS - t0)) s: something waited"
 
-# 3. Two steps of one job at once, each with its own store.
+# 3. Two steps of one job at once, each with its own store (across both
+# nodes when there are two).
+nodes=${GW_SLURM_NODES:-1}
 cat > "$out/two_steps.sh" << EOF
 #!/bin/bash
-srun -n 2 --exact "$hc" > "$out/step_a.out" 2>&1 &
-srun -n 2 --exact "$hc" > "$out/step_b.out" 2>&1 &
+srun -N $nodes -n 2 --exact "$hc" > "$out/step_a.out" 2>&1 &
+srun -N $nodes -n 2 --exact "$hc" > "$out/step_b.out" 2>&1 &
 wait -n && wait -n
 EOF
-sbatch -n 4 -W -o "$out/two_steps.log" "$out/two_steps.sh" > /dev/null ||
-  fail "two concurrent steps of one job: $(cat "$out"/step_*.out "$out/two_steps.log" | head -20)"
+sbatch -N "$nodes" -n 4 -W -o "$out/two_steps.log" "$out/two_steps.sh" > /dev/null ||
+  fail "two concurrent steps of one job: $(errors "$out"/step_*.out "$out/two_steps.log")"
 for s in a b; do
-  grep -q '"ok": true' "$out/step_$s.out" || fail "step $s did not pass: $(head -5 "$out/step_$s.out")"
+  grep -q '"ok": true' "$out/step_$s.out" || fail "step $s did not pass: $(errors "$out/step_$s.out")"
 done
 echo "--- two concurrent steps of one job: both passed"
 
 # 4. Another job's store on this step's port (one node: ss sees its ports).
-if [[ ${GW_SLURM_NODES:-1} -eq 1 ]]; then
+if ((nodes == 1)); then
   port=$((16001 + RANDOM % 8000 * 2))  # odd: never a derived store port
   GRADWIRE_STORE_PORT=$port srun -n 2 bash -c \
     '[ "$SLURM_PROCID" = 1 ] && sleep 10; exec "$0"' "$hc" > "$out/job_a.out" 2>&1 &
@@ -72,13 +75,13 @@ if [[ ${GW_SLURM_NODES:-1} -eq 1 ]]; then
   expect_refused "a step on another job's store port" "$out/job_b.out" $? \
     "reached the store" "of another job: rank 0 there is of Slurm job" \
     "GRADWIRE_STORE_PORT picks another port"
-  wait $job_a || fail "job A was harmed by job B: $(head -5 "$out/job_a.out")"
-  grep -q '"ok": true' "$out/job_a.out" || fail "job A did not pass: $(head -5 "$out/job_a.out")"
+  wait $job_a || fail "job A was harmed by job B: $(errors "$out/job_a.out")"
+  grep -q '"ok": true' "$out/job_a.out" || fail "job A did not pass: $(errors "$out/job_a.out")"
   echo "--- job A passed despite job B"
 fi
 
 # 5. One task in a job of two nodes.
-if [[ ${GW_SLURM_NODES:-1} -ge 2 ]]; then
+if ((nodes >= 2)); then
   sbatch -N 2 -W -o "$out/one_task.out" --wrap "srun -N 1 -n 1 $hc" > /dev/null
   expect_refused "one task in a job of 2 nodes" "$out/one_task.out" $? \
     "SLURM_STEP_NUM_TASKS=1" "SLURM_JOB_NUM_NODES=2"
