@@ -10,7 +10,7 @@
 // between two). Without a locked instruction the sender goes on and the
 // stores drain in the background, pipelined; with one per call, every call
 // waits for its own publication. gradwire's call path runs several (gdb
-// listing in BENCHMARKS.md, "Issue 18: the locked instructions of a call"),
+// lists them: benchmarks/locked-instructions),
 // Open MPI's single-threaded path none.
 //
 // The model: two processes, pinned to CPUs 0 and 1. The sender publishes

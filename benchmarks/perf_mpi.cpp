@@ -28,8 +28,8 @@ bool mpi_available() {
 // vCPUs on one core complex of its EPYC or on two, and moves them within
 // minutes. A cache line's round trip between them (50-140 ns against
 // 340-440) tells which; copies between ranks ran up to 5x apart in the two
-// states (BENCHMARKS.md, "copies into lines a peer reads"). So every run
-// prints it, and figures say which state they came from.
+// states (docs/benchmark-history.md, "copies into lines a peer reads"). So
+// every run prints it, and figures say which state they came from.
 double cacheline_round_trip_ns(int rank) {
   if (!mpi_available()) return -1;
   MPI_Comm node;

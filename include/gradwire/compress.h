@@ -78,16 +78,18 @@ class GRADWIRE_API OneBitAllreduce {
   std::unique_ptr<Impl> impl_;
 };
 
-// ---------------------------------------------------------------- 1-bit Adam
+// ---------------------------------------------------------------- 1-bit Adam and LAMB
 
-struct GRADWIRE_API OneBitAdamOptions {
+// The options 1-bit Adam and 1-bit LAMB share (OneBitAdamOptions and
+// OneBitLambOptions derive from it; only LAMB's default eps differs).
+struct GRADWIRE_API OneBitOptions {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
-  float eps = 1e-8f;
+  float eps = 1e-8f;  // OneBitLambOptions: 1e-6
   // Decoupled, as in DeepSpeed's OnebitAdam: update += weight_decay * param.
   float weight_decay = 0.0f;
-  // Steps of exact Adam with uncompressed gradient averaging before the
-  // variance is frozen and the momentum travels compressed.
+  // Steps of exact Adam (LAMB) with uncompressed gradient averaging before
+  // the variance is frozen and the momentum travels compressed.
   uint64_t freeze_step = 100;
   // Adam's bias correction of both moments (torch.optim.Adam's). In the
   // compression stage the variance's correction stays frozen with it.
@@ -106,31 +108,27 @@ struct GRADWIRE_API OneBitAdamOptions {
   float momentum_clip = 10.0f;
 };
 
-// 1-bit Adam over one flat float32 parameter buffer (Tang et al. 2021).
-// step() takes this rank's local, unaveraged gradient:
-//  warm-up (step < freeze_step): g = allreduce-average(grad); Adam on g;
-//  compression: m = beta1 m + (1-beta1) grad (local); m = OneBitAllreduce(m)
-//    (of m / (sqrt(v_hat) + eps) by default, see precondition_compression);
-//    v stays frozen; param -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * param).
-// Every rank must call step() with the same count, in the same order; params
-// stay identical on every rank (the compressed result is the same bits
-// everywhere).
-class GRADWIRE_API OneBitAdam {
+// What 1-bit Adam and 1-bit LAMB have in common: the two stages (Note
+// [1-bit optimizer stages] in src/compress/onebit_optimizers.cpp), the
+// step counter, the wire-byte count and the state. Made only as a
+// OneBitAdam or a OneBitLamb.
+class GRADWIRE_API OneBitOptimizer {
  public:
-  // device >= 0: params, grad and the optimizer's state live on that CUDA
-  // device (Note [1-bit optimizers on a device] in
-  // src/compress/onebit_optimizers.cpp); the state saves in one format.
-  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {}, int device = -1);
-  ~OneBitAdam();
+  virtual ~OneBitOptimizer();
+  OneBitOptimizer(const OneBitOptimizer&) = delete;
+  OneBitOptimizer& operator=(const OneBitOptimizer&) = delete;
 
-  // grad is used as scratch (its contents are undefined afterwards). On a
-  // device the work is enqueued on `stream` (a cudaStream_t; nullptr: the
-  // legacy default stream) and the collectives wait for it; the step
-  // returns once they are done, with the update enqueued after them.
+  // params and grad: count() float32 in the memory of device() (host memory
+  // for -1); grad is this rank's local, unaveraged gradient and is used as
+  // scratch (its contents are undefined afterwards). On a device the work
+  // is enqueued on `stream` (a cudaStream_t; nullptr: the legacy default
+  // stream) and the collectives wait for it; the step returns once they are
+  // done, with the update enqueued after them. Every rank must call step()
+  // with the same count, in the same order.
   void step(float* params, float* grad, void* stream = nullptr);
   int device() const;  // -1: host memory
 
-  OneBitAdamOptions& options();
+  OneBitOptions& options();  // the shared part of the derived class's options()
   uint64_t steps() const;       // completed steps
   bool compressing() const;     // the next step is a compression step
   size_t last_wire_bytes() const;  // bytes this rank sent in the last step
@@ -140,23 +138,36 @@ class GRADWIRE_API OneBitAdam {
   void load_state(std::string_view state);
   void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
 
- private:
   class Impl;
+
+ protected:
+  explicit OneBitOptimizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
-// ---------------------------------------------------------------- 1-bit LAMB
+struct GRADWIRE_API OneBitAdamOptions : OneBitOptions {};
 
-struct GRADWIRE_API OneBitLambOptions {
-  float lr = 1e-3f;
-  float beta1 = 0.9f, beta2 = 0.999f;
-  float eps = 1e-6f;
-  float weight_decay = 0.0f;
-  uint64_t freeze_step = 100;
-  bool bias_correction = true;
-  // precondition_compression and momentum_clip: as in OneBitAdamOptions.
-  bool precondition_compression = true;
-  float momentum_clip = 10.0f;
+// 1-bit Adam over one flat float32 parameter buffer (Tang et al. 2021).
+// step() takes this rank's local, unaveraged gradient:
+//  warm-up (step < freeze_step): g = allreduce-average(grad); Adam on g;
+//  compression: m = beta1 m + (1-beta1) grad (local); m = OneBitAllreduce(m)
+//    (of m / (sqrt(v_hat) + eps) by default, see precondition_compression);
+//    v stays frozen; param -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * param).
+// Params stay identical on every rank (the compressed result is the same
+// bits everywhere).
+class GRADWIRE_API OneBitAdam : public OneBitOptimizer {
+ public:
+  // device >= 0: params, grad and the optimizer's state live on that CUDA
+  // device (Note [1-bit optimizers on a device] in
+  // src/compress/onebit_optimizers.cpp); the state saves in one format.
+  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {}, int device = -1);
+  ~OneBitAdam() override;
+
+  OneBitAdamOptions& options();
+};
+
+struct GRADWIRE_API OneBitLambOptions : OneBitOptions {
+  OneBitLambOptions() { eps = 1e-6f; }
   // LAMB's layer-wise scaling coefficient ||param|| / ||update||, clipped.
   float max_coeff = 10.0f, min_coeff = 0.01f;
   // The coefficient frozen for the compression stage is a running average
@@ -180,32 +191,17 @@ struct GRADWIRE_API OneBitLambOptions {
 
 // 1-bit LAMB over one flat float32 buffer made of layers (the segments
 // `layer_sizes`, in order; the scaling coefficients are per layer).
-class GRADWIRE_API OneBitLamb {
+class GRADWIRE_API OneBitLamb : public OneBitOptimizer {
  public:
   // device >= 0: as OneBitAdam's, with the default (live-coefficient,
   // preconditioned) variant only: InvalidArgument otherwise.
   OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options = {},
              int device = -1);
-  ~OneBitLamb();
-
-  void step(float* params, float* grad, void* stream = nullptr);
-  int device() const;
+  ~OneBitLamb() override;
 
   OneBitLambOptions& options();
-  uint64_t steps() const;
-  bool compressing() const;
-  size_t last_wire_bytes() const;
-  size_t count() const;
   // The coefficient each layer used in the last step.
   const std::vector<float>& last_coefficients() const;
-
-  std::string save_state() const;
-  void load_state(std::string_view state);
-  void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
-
- private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
 };
 
 // ---------------------------------------------------------------- PowerSGD

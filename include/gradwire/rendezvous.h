@@ -46,6 +46,11 @@ struct GRADWIRE_API Rendezvous {
   // (README "Running securely"); empty: an unauthenticated store, which
   // rank 0 warns about (an error under GRADWIRE_REQUIRE_SECRET=1).
   std::string secret;
+  // TcpStore: who the job is, e.g. "Slurm job 42 step 0" (empty: not
+  // checked). Every rank's, and its size, must equal rank 0's, compared
+  // over the store before anything else is written there; a rank of
+  // another job that reached this store is refused without touching it.
+  std::string job;
   std::string dir;                         // FileStore
   std::shared_ptr<InProcessStore> store;   // InProcess
   // TcpStore, FileStore, InProcess: every key this world's bootstrap uses
@@ -78,8 +83,17 @@ struct GRADWIRE_API Rendezvous {
   // variable): OMPI_COMM_WORLD_SIZE -> Mpi; GRADWIRE_STORE_DIR (+ RANK,
   // WORLD_SIZE) -> FileStore; MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
   // (torchrun's convention, GRADWIRE_JOB_SECRET, GRADWIRE_STORE_PORT,
-  // GRADWIRE_STORE_BIND) -> TcpStore; none of them -> Single.
+  // GRADWIRE_STORE_BIND) -> TcpStore; else Slurm's (from_slurm()); none of
+  // them -> Single.
   static Rendezvous from_environment();
+  // Slurm's variables alone (README "Launching under Slurm"): a task that
+  // srun started -> TcpStore (rank SLURM_PROCID of SLURM_STEP_NUM_TASKS,
+  // the store on the step's first node at a port derived from
+  // SLURM_JOB_ID and SLURM_STEP_ID, or GRADWIRE_STORE_PORT; `job` set);
+  // a job's batch script or salloc shell with one task, or no Slurm job
+  // -> Single; InvalidArgument naming the variable for anything missing,
+  // malformed or inconsistent, and for a batch script of several tasks.
+  static Rendezvous from_slurm();
 
  private:
   static Rendezvous of(Kind kind, int rank, int size) {

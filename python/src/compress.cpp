@@ -29,8 +29,7 @@ BufferView flat(const py::handle& obj, size_t count, const char* what) {
 }
 
 // The options the two optimizers share (same names as in compress.h).
-template <typename Options>
-void set_common(Options& o, float beta1, float beta2, float eps, float weight_decay,
+void set_common(OneBitOptions& o, float beta1, float beta2, float eps, float weight_decay,
                 uint64_t freeze_step, bool bias_correction, bool precondition_compression,
                 float momentum_clip) {
   o.beta1 = beta1;
@@ -50,7 +49,7 @@ struct Holder {
   std::unique_ptr<Opt> opt;
 };
 
-template <typename Opt, typename Options>
+template <typename Opt>
 void bind_common(py::class_<Holder<Opt>>& cls) {
   cls.def(
          "step",
@@ -94,47 +93,59 @@ void bind_common(py::class_<Holder<Opt>>& cls) {
       });
 }
 
+// The constructor: comm, the shape (count or layer_sizes), the shared
+// options with their C++ defaults (`d`: LAMB's eps differs), the
+// optimizer's own keyword arguments, then device.
+template <typename Opt, typename Init, typename... Own>
+void bind_init(py::class_<Holder<Opt>>& cls, Init init, py::arg shape, const OneBitOptions& d,
+               Own... own) {
+  cls.def(py::init(std::move(init)), py::arg("comm"), shape, py::arg("beta1") = d.beta1,
+          py::arg("beta2") = d.beta2, py::arg("eps") = d.eps,
+          py::arg("weight_decay") = d.weight_decay, py::arg("freeze_step") = d.freeze_step,
+          py::arg("bias_correction") = d.bias_correction,
+          py::arg("precondition_compression") = d.precondition_compression,
+          py::arg("momentum_clip") = d.momentum_clip, own..., py::arg("device") = -1);
+}
+
 }  // namespace
 
 void register_compress(py::module_& m) {
   using AdamH = Holder<OneBitAdam>;
   py::class_<AdamH> adam(m, "OneBitAdam",
                          "1-bit Adam (gradwire/compress.h) over one flat float32 buffer.");
-  adam.def(py::init([](std::shared_ptr<Communicator> comm, size_t count, float beta1, float beta2,
-                       float eps, float weight_decay, uint64_t freeze_step, bool bias_correction,
-                       bool precondition_compression, float momentum_clip, int device) {
-             OneBitAdamOptions o;
-             set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
-                        precondition_compression, momentum_clip);
-             auto opt = std::make_unique<OneBitAdam>(*comm, count, o, device);
-             return AdamH{std::move(comm), std::move(opt)};
-           }),
-           py::arg("comm"), py::arg("count"), py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
-           py::arg("eps") = 1e-8f, py::arg("weight_decay") = 0.0f, py::arg("freeze_step") = 100,
-           py::arg("bias_correction") = true, py::arg("precondition_compression") = true,
-           py::arg("momentum_clip") = 10.0f, py::arg("device") = -1);
-  bind_common<OneBitAdam, OneBitAdamOptions>(adam);
+  bind_init<OneBitAdam>(
+      adam,
+      [](std::shared_ptr<Communicator> comm, size_t count, float beta1, float beta2, float eps,
+         float weight_decay, uint64_t freeze_step, bool bias_correction,
+         bool precondition_compression, float momentum_clip, int device) {
+        OneBitAdamOptions o;
+        set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
+                   precondition_compression, momentum_clip);
+        auto opt = std::make_unique<OneBitAdam>(*comm, count, o, device);
+        return AdamH{std::move(comm), std::move(opt)};
+      },
+      py::arg("count"), OneBitAdamOptions{});
+  bind_common<OneBitAdam>(adam);
 
   using LambH = Holder<OneBitLamb>;
   py::class_<LambH> lamb(m, "OneBitLamb",
                          "1-bit LAMB (gradwire/compress.h) over flat float32 layers.");
-  lamb.def(py::init([](std::shared_ptr<Communicator> comm, std::vector<size_t> layers, float beta1,
-                       float beta2, float eps, float weight_decay, uint64_t freeze_step,
-                       bool bias_correction, bool precondition_compression,
-                       float momentum_clip, bool live_coefficients, int device) {
-             OneBitLambOptions o;
-             set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
-                        precondition_compression, momentum_clip);
-             o.live_coefficients = live_coefficients;
-             auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o, device);
-             return LambH{std::move(comm), std::move(opt)};
-           }),
-           py::arg("comm"), py::arg("layer_sizes"), py::arg("beta1") = 0.9f,
-           py::arg("beta2") = 0.999f, py::arg("eps") = 1e-6f, py::arg("weight_decay") = 0.0f,
-           py::arg("freeze_step") = 100, py::arg("bias_correction") = true,
-           py::arg("precondition_compression") = true, py::arg("momentum_clip") = 10.0f,
-           py::arg("live_coefficients") = true, py::arg("device") = -1);
-  bind_common<OneBitLamb, OneBitLambOptions>(lamb);
+  bind_init<OneBitLamb>(
+      lamb,
+      [](std::shared_ptr<Communicator> comm, std::vector<size_t> layers, float beta1, float beta2,
+         float eps, float weight_decay, uint64_t freeze_step, bool bias_correction,
+         bool precondition_compression, float momentum_clip, bool live_coefficients,
+         int device) {
+        OneBitLambOptions o;
+        set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
+                   precondition_compression, momentum_clip);
+        o.live_coefficients = live_coefficients;
+        auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o, device);
+        return LambH{std::move(comm), std::move(opt)};
+      },
+      py::arg("layer_sizes"), OneBitLambOptions{},
+      py::arg("live_coefficients") = OneBitLambOptions{}.live_coefficients);
+  bind_common<OneBitLamb>(lamb);
 }
 
 }  // namespace gradwire::python

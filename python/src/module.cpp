@@ -307,4 +307,15 @@ PYBIND11_MODULE(_C, m) {
         return std::make_pair(text.substr(0, space), std::stoi(text.substr(space + 1)));
       },
       py::arg("master_addr"), py::arg("single_host"));
+
+  // Under srun, torch.distributed's env:// needs torchrun's names, which
+  // gradwire.torch fills from this (README "Launching under Slurm"): None
+  // when this process is not a task that srun started, else (rank, size,
+  // local rank or -1, the step's first node, gradwire's store port, the
+  // job). Raises as Rendezvous::from_slurm() does, naming the variable.
+  m.def("_slurm_rendezvous", []() -> std::optional<py::tuple> {
+    const Rendezvous r = Rendezvous::from_slurm();
+    if (r.kind != Rendezvous::Kind::TcpStore) return std::nullopt;
+    return py::make_tuple(r.rank, r.size, r.local_rank, r.host, int(r.port), r.job);
+  });
 }

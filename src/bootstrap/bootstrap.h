@@ -39,7 +39,10 @@ class Bootstrap {
 //  3. MASTER_ADDR or RANK set           -> TCP store (torchrun convention)
 //     (MASTER_PORT or WORLD_SIZE alone also selects it, and then fails
 //     naming the missing variables, rather than silently running alone)
-//  4. nothing set                       -> a world of one rank
+//  4. SLURM_STEP_ID set (a task of srun) -> TCP store on the step's first
+//     node (Note [launching under Slurm] in slurm.cpp; a batch script of
+//     several tasks, with SLURM_JOB_ID but no SLURM_STEP_ID, fails)
+//  5. nothing set                       -> a world of one rank
 // Missing or malformed variables: InvalidArgument naming the variable.
 // LOCAL_RANK is optional (-1 when unset) but checked when set. The TCP store
 // server runs in rank 0 and binds MASTER_ADDR:MASTER_PORT; every store wait

@@ -3,6 +3,7 @@
 // src/bootstrap.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,5 +15,15 @@ std::optional<std::string> get(const char* name);
 // A whole-string decimal integer that fits in int: no sign other than a
 // leading '-', no spaces, no "0x", no trailing junk.
 std::optional<int> parse_int(const std::string& text);
+
+// The same for a whole-string unsigned decimal that fits in 64 bits (no
+// sign at all): Slurm's job and step ids.
+std::optional<uint64_t> parse_u64(const std::string& text);
+
+// GRADWIRE_JOB_SECRET, checked (store_auth.h); "" when unset.
+std::string job_secret();
+
+// GRADWIRE_STORE_BIND, checked to be an address; "" when unset.
+std::string store_bind();
 
 }  // namespace gradwire::bootstrap::env

@@ -25,6 +25,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/env.h"
+#include "bootstrap/slurm.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_auth.h"
@@ -49,6 +50,33 @@ std::optional<int> parse_int(const std::string& text) {
   return value;
 }
 
+std::optional<uint64_t> parse_u64(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || text[0] == '-' || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::string job_secret() {
+  auto secret = get("GRADWIRE_JOB_SECRET");
+  if (!secret) return {};
+  check_secret(*secret, "GRADWIRE_JOB_SECRET");
+  return *secret;
+}
+
+std::string store_bind() {
+  auto bind = get("GRADWIRE_STORE_BIND");
+  if (!bind) return {};
+  if (bind->empty() || bind->find_first_of(" \t\r\n") != std::string::npos) {
+    raise(ErrorCode::InvalidArgument,
+          "GRADWIRE_STORE_BIND='{}' is not an address (expected an address of rank 0's "
+          "host, or 0.0.0.0 / :: for every interface)",
+          *bind);
+  }
+  return *bind;
+}
+
 }  // namespace env
 
 namespace {
@@ -61,11 +89,16 @@ struct Reader {
   std::string require(const char* name, const std::string& expected) const {
     auto v = env::get(name);
     if (!v) {
+      // Under srun a partial torchrun setting (an sbatch script's
+      // MASTER_ADDR, say) hides Slurm's variables (Note [launcher order]).
       raise(ErrorCode::InvalidArgument,
             "{} is not set (expected {}); {}, so gradwire expects a torchrun-style launch with "
             "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (or GRADWIRE_STORE_DIR instead of "
-            "the MASTER_ variables)",
-            name, expected, why);
+            "the MASTER_ variables){}",
+            name, expected, why,
+            env::get("SLURM_STEP_ID") ? "; under srun, unset the torchrun variables to let "
+                                        "gradwire read Slurm's"
+                                      : "");
     }
     return *v;
   }
@@ -193,21 +226,9 @@ Rendezvous tcp_store_rendezvous(const char* trigger) {
             "GRADWIRE_STORE_PORT", port - 2);
     }
   }
-  Rendezvous out = Rendezvous::tcp(addr, uint16_t(port), rank, world);
+  Rendezvous out = Rendezvous::tcp(addr, uint16_t(port), rank, world, env::job_secret());
   out.local_rank = local;
-  if (auto secret = env::get("GRADWIRE_JOB_SECRET")) {
-    check_secret(*secret, "GRADWIRE_JOB_SECRET");
-    out.secret = *secret;
-  }
-  if (auto bind = env::get("GRADWIRE_STORE_BIND")) {
-    if (bind->empty() || bind->find_first_of(" \t\r\n") != std::string::npos) {
-      raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_STORE_BIND='{}' is not an address (expected an address of rank 0's "
-            "host, or 0.0.0.0 / :: for every interface)",
-            *bind);
-    }
-    out.bind_host = *bind;
-  }
+  out.bind_host = env::store_bind();
   return out;
 }
 
@@ -281,12 +302,26 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
         check_bind(r.host, r.port, r.bind_host);
         store_options.bind_host = r.bind_host;
       }
-      auto store = make_tcp_store(r.host, r.port, /*is_server=*/r.rank == 0,
-                                  Deadline::after(options.timeout), store_options);
+      std::unique_ptr<Store> store;
+      try {
+        store = make_tcp_store(r.host, r.port, /*is_server=*/r.rank == 0,
+                               Deadline::after(options.timeout), store_options);
+      } catch (const Error& e) {
+        if (r.job.empty()) throw;
+        // The store's messages speak of MASTER_ADDR/MASTER_PORT, which a
+        // launcher such as srun never asked the user for.
+        throw Error(e.code(), fmt::format("{} ({}: the store is rank 0's, on the step's first "
+                                          "node {}, port {}; GRADWIRE_STORE_PORT picks another "
+                                          "port)",
+                                          e.message(), r.job, r.host, r.port));
+      }
       // Note [world generations] (tcp_store.cpp): later worlds at the same
       // host:port keep to their own keys on the server that outlived the first.
       if (const uint64_t g = next_world_generation(r.host, r.port, r.rank); g > 0) {
         store = prefix_store(std::move(store), fmt::format("world{}/", g));
+      }
+      if (!r.job.empty()) {
+        check_same_job(*store, where, r.rank, r.size, r.job, Deadline::after(options.timeout));
       }
       return make_store_bootstrap(with_prefix(std::move(store), r), r.rank, r.size, r.local_rank);
     }
@@ -299,6 +334,17 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
 
 namespace gradwire {
 
+// Note [launcher order]: mpirun's OMPI_* first, then GRADWIRE_STORE_DIR,
+// then torchrun's convention, then Slurm's variables (Note [launching
+// under Slurm] in slurm.cpp), then a world of one. Slurm comes after the
+// others because they are launched *inside* Slurm jobs and their workers
+// inherit the SLURM_* of the step that started the launcher: `srun
+// torchrun ...` (one agent per node) hands every worker of a node the
+// agent's SLURM_PROCID and the agents' SLURM_NTASKS, and mpirun in an
+// allocation starts its daemons with srun; there RANK/WORLD_SIZE and
+// OMPI_COMM_WORLD_* are the workers' true places, and SLURM_* would put
+// every worker of a node at one rank. GRADWIRE_STORE_DIR is gradwire's own
+// setting and wins as it always did.
 Rendezvous Rendezvous::from_environment() {
   using bootstrap::env::get;
   if (get("OMPI_COMM_WORLD_SIZE")) return mpi();
@@ -306,7 +352,10 @@ Rendezvous Rendezvous::from_environment() {
   for (const char* trigger : {"MASTER_ADDR", "RANK", "MASTER_PORT", "WORLD_SIZE"}) {
     if (get(trigger)) return bootstrap::tcp_store_rendezvous(trigger);
   }
+  if (bootstrap::in_slurm_job()) return bootstrap::slurm_rendezvous();
   return single();
 }
+
+Rendezvous Rendezvous::from_slurm() { return bootstrap::slurm_rendezvous(); }
 
 }  // namespace gradwire

@@ -20,8 +20,8 @@ namespace {
 // provider, sends a message eagerly only while it fits its buffers
 // (FI_OFI_RXM_BUFFER_SIZE); larger ones go by its segmentation or
 // rendezvous protocols, which on a rate-limited link reach well below line
-// rate (BENCHMARKS.md, "A bandwidth-limited link": 72 MB/s on a 1 Gbit/s
-// link where gloo reaches 119). Segments small enough to go eagerly
+// rate (docs/benchmark-history.md, "a bandwidth-limited link": 72 MB/s on a
+// 1 Gbit/s link where gloo reaches 119). Segments small enough to go eagerly
 // (GRADWIRE_SEGMENT_BYTES=16000) reached 99 MB/s there, with the window
 // counted in bytes rather than segments: four 16 kB segments in flight are
 // far less than the link's bandwidth-delay product, so the window grows to

@@ -69,10 +69,21 @@
 // divided by small variances, ||u|| is dominated by it, and the live
 // coefficient collapses (0.04 where LAMB's is 1-10): that variant keeps the
 // paper's frozen coefficients.
+//
+// Note [one 1-bit orchestration]: everything the two optimizers share is
+// written once, in OneBitOptimizer::Impl: the two stages above, the step
+// counter, the wire-byte count, the choice between host loops and device
+// kernels, and the state's framing (count, units, step, moments, error
+// buffers). AdamImpl and LambImpl supply only what their math adds: the
+// update from the averaged momentum (Adam's, or LAMB's per-layer
+// coefficients with its frozen-coefficient variant), and their own state
+// fields.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "base/state_io.h"
 #include "base/errors.h"
@@ -91,18 +102,14 @@
 namespace gradwire {
 namespace {
 
+#if GRADWIRE_HAVE_CUDA
+namespace cu = kernels::cuda;
+#endif
+
 // Bytes this rank sends in a ring allreduce of `bytes` over `world` ranks
 // (reduce-scatter + allgather: 2 (world-1)/world of the buffer).
 size_t ring_allreduce_bytes(size_t bytes, size_t world) {
   return world <= 1 ? 0 : 2 * (world - 1) * ((bytes + world - 1) / world);
-}
-
-// Averages `grad` over the ranks (the warm-up's exact gradient averaging).
-void average(Communicator& comm, float* grad, size_t n) {
-  if (comm.size() == 1 || n == 0) return;
-  comm.allreduce(grad, grad, n, DataType::Float32, ReduceOp::Sum).wait();
-  const float inv = 1.0f / float(comm.size());
-  for (size_t i = 0; i < n; ++i) grad[i] = kernels::rn_mul(grad[i], inv);
 }
 
 float correction(float beta, uint64_t t, bool enabled) {
@@ -115,23 +122,6 @@ double norm(const float* x, size_t n) {
   return std::sqrt(s);
 }
 
-// The compression stage's averaging of the momentum (Note [preconditioned
-// 1-bit compression], Note [the momentum clip]); `scratch` (n floats) holds
-// the denominators.
-void compressed_average(OneBitAllreduce& ar, std::vector<float>& m, const std::vector<float>& v,
-                        float inv_bc2, float eps, bool precondition, float clip, float* scratch) {
-  const size_t n = m.size();
-  const float hi = clip > 0 ? clip : std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < n; ++i) {
-    scratch[i] = kernels::adam_denominator(v[i], inv_bc2, eps);
-    m[i] = kernels::onebit_send_value(m[i], scratch[i], hi, precondition);
-  }
-  ar.run(m.data());
-  if (precondition) {
-    for (size_t i = 0; i < n; ++i) m[i] = kernels::rn_mul(m[i], scratch[i]);
-  }
-}
-
 // The error buffers' units depend on precondition_compression.
 void check_units(uint64_t saved, bool now, const std::string& what) {
   if (bool(saved) != now) {
@@ -141,7 +131,8 @@ void check_units(uint64_t saved, bool now, const std::string& what) {
   }
 }
 
-void check_count(const Communicator& comm, const char* who, size_t n) {
+// Refuses what can never work, before anything is allocated; returns n.
+size_t checked_count(const Communicator& comm, const char* who, size_t n, int device) {
   // The same count on every rank is the caller's contract (as for any
   // collective); the warm-up's allreduce would catch a mismatch only as a
   // Mismatch/timeout, so at least refuse what can never work.
@@ -149,7 +140,20 @@ void check_count(const Communicator& comm, const char* who, size_t n) {
     raise(ErrorCode::InvalidArgument, "rank {}: {}: there are no parameters (count 0)",
           comm.rank(), who);
   }
+#if !GRADWIRE_HAVE_CUDA
+  if (device >= 0) {
+    raise(ErrorCode::InvalidArgument, "{}: device {} was asked for, but this gradwire was built "
+          "without CUDA", who, device);
+  }
+#else
+  (void)device;
+#endif
+  return n;
 }
+
+}  // namespace
+
+// ---------------------------------------------------------------- the orchestration
 
 // Note [1-bit optimizers on a device]: with device >= 0 the parameters,
 // gradients, moments and error buffers are CUDA memory, and a step enqueues
@@ -161,218 +165,291 @@ void check_count(const Communicator& comm, const char* who, size_t n) {
 // on every rank) and come to the host once per step for the coefficients.
 // Only what a step needs crosses to the host; save_state() downloads the
 // state in the CPU's format, so checkpoints move between devices.
-struct DeviceState {
-  int device = -1;
-  compress::DeviceFloats m, v;
-  void init(int dev, size_t n) {
-    device = dev;
-    if (dev < 0) return;
-    m = compress::DeviceFloats(dev, n);
-    v = compress::DeviceFloats(dev, n);
-    m.zero();
-    v.zero();
-  }
-};
 
-#if GRADWIRE_HAVE_CUDA
-namespace cu = kernels::cuda;
-
-void average_device(Communicator& comm, float* grad, size_t n, void* stream) {
-  if (comm.size() == 1 || n == 0) return;
-  {
-    DeviceStreamScope scope(stream);
-    comm.allreduce(grad, grad, n, DataType::Float32, ReduceOp::Sum).wait();
-  }
-  cu::scale(grad, n, 1.0f / float(comm.size()), stream);
-}
-
-void compressed_average_device(OneBitAllreduce& ar, float* m, const float* v, size_t n,
-                               float inv_bc2, float eps, bool precondition, float clip,
-                               float* scratch, void* stream) {
-  const float hi = clip > 0 ? clip : std::numeric_limits<float>::infinity();
-  cu::onebit_prepare(m, v, scratch, n, inv_bc2, eps, hi, precondition, stream);
-  ar.run(m, stream);
-  if (precondition) cu::multiply(m, scratch, n, stream);
-}
-#endif
-
-[[noreturn]] void no_cuda(const char* who, int device) {
-  raise(ErrorCode::InvalidArgument, "{}: device {} was asked for, but this gradwire was built "
-        "without CUDA", who, device);
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------- 1-bit Adam
-
-class OneBitAdam::Impl {
+// Both optimizers' stages, counters, state framing and host/device choice
+// (Note [one 1-bit orchestration]); the subclasses below add their math.
+class OneBitOptimizer::Impl {
  public:
-  Impl(Communicator& comm, size_t n, OneBitAdamOptions o, int device)
-      : comm_(comm), n_(n), o_(o), ar_(comm, n, device) {
-    check_count(comm, "OneBitAdam", n);
-#if !GRADWIRE_HAVE_CUDA
-    if (device >= 0) no_cuda("OneBitAdam", device);
-#endif
-    dev_.init(device, n);
+  // What the update of one step needs besides the moments.
+  struct Step {
+    bool warmup;           // the gradient was averaged exactly (else: m was, compressed)
+    float inv_bc1, inv_bc2;  // 1 / the moments' bias corrections
+  };
+
+  Impl(Communicator& comm, size_t n, int device, const char* who)
+      : comm_(comm), who_(who), n_(checked_count(comm, who, n, device)),
+        device_(device), ar_(comm, n, device) {
     if (device < 0) {
       m_.assign(n, 0.0f);
       v_.assign(n, 0.0f);
+    } else {
+      dev_m_ = compress::DeviceFloats(device, n);
+      dev_v_ = compress::DeviceFloats(device, n);
+      dev_m_.zero();
+      dev_v_.zero();
     }
   }
+  virtual ~Impl() = default;
 
+  // The derived class's options, of which this part is shared.
+  virtual OneBitOptions& options() = 0;
+  const OneBitOptions& options() const { return const_cast<Impl*>(this)->options(); }
+
+  // Note [1-bit optimizer stages].
   void step(float* p, float* g, void* stream) {
-    if (dev_.device >= 0) return step_device(p, g, stream);
-    const uint64_t t = t_ + 1;
-    const float b1 = o_.beta1, b2 = o_.beta2;
-    const float bc1 = correction(b1, t, o_.bias_correction);
-    float bc2;
-    if (t_ < o_.freeze_step) {
-      average(comm_, g, n_);
-      for (size_t i = 0; i < n_; ++i) {
-        m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
-        v_[i] = kernels::adam_variance(v_[i], g[i], b2, 1.0f - b2);
-      }
-      bc2 = correction(b2, t, o_.bias_correction);
-      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
-    } else {
-      bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-      for (size_t i = 0; i < n_; ++i) m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
-      compressed_average(ar_, m_, v_, 1.0f / bc2, o_.eps, o_.precondition_compression,
-                         o_.momentum_clip, g);
-      wire_ = ar_.wire_bytes();
-    }
-    const float lr = o_.lr, eps = o_.eps, wd = o_.weight_decay;
-    const float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
-    for (size_t i = 0; i < n_; ++i) {
-      const float d = kernels::adam_denominator(v_[i], inv_bc2, eps);
-      p[i] = kernels::apply_step(p[i], lr, kernels::adam_direction(m_[i], inv_bc1, d, p[i], wd));
-    }
-    t_ = t;
-  }
-
-  // Note [1-bit optimizers on a device]: the loops above as kernels.
-  void step_device(float* p, float* g, void* stream) {
+    const OneBitOptions& o = options();
 #if GRADWIRE_HAVE_CUDA
-    device::DeviceGuard guard(dev_.device);
+    std::optional<device::DeviceGuard> guard;
+    if (device_ >= 0) guard.emplace(device_);
+#endif
     const uint64_t t = t_ + 1;
-    const float b1 = o_.beta1, b2 = o_.beta2;
-    const float bc1 = correction(b1, t, o_.bias_correction);
-    float bc2;
-    float *m = dev_.m.get(), *v = dev_.v.get();
-    if (t_ < o_.freeze_step) {
-      average_device(comm_, g, n_, stream);
-      cu::adam_moments(m, v, g, n_, b1, b2, stream);
-      bc2 = correction(b2, t, o_.bias_correction);
+    Step s;
+    s.warmup = t_ < o.freeze_step;
+    s.inv_bc1 = 1.0f / correction(o.beta1, t, o.bias_correction);
+    // The variance's correction freezes with the variance.
+    s.inv_bc2 = 1.0f / correction(o.beta2, s.warmup ? t : std::max<uint64_t>(o.freeze_step, 1),
+                                  o.bias_correction);
+    if (s.warmup) {
+      warmup_moments(g, stream);
       wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
     } else {
-      bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-      cu::adam_momentum(m, g, n_, b1, stream);
-      compressed_average_device(ar_, m, v, n_, 1.0f / bc2, o_.eps, o_.precondition_compression,
-                                o_.momentum_clip, g, stream);
+      before_compression();
+      compressed_momentum(g, s.inv_bc2, stream);
       wire_ = ar_.wire_bytes();
     }
-    cu::adam_direction(g, m, v, p, n_, 1.0f / bc1, 1.0f / bc2, o_.eps, o_.weight_decay, o_.lr,
-                       stream);
+    if (device_ >= 0) {
+      update_device(p, g, s, stream);
+    } else {
+      update(p, g, s);
+    }
     t_ = t;
-#else
-    (void)p, (void)g, (void)stream;
-#endif
   }
 
   std::string save() const {
-    compress::StateWriter w("OneBitAdam");
+    const OneBitOptions& o = options();
+    compress::StateWriter w(who_);
     w.u64("count", n_);
-    w.u64("preconditioned", o_.precondition_compression);
+    w.u64("preconditioned", o.precondition_compression);
+    save_shape(w);
     w.u64("step", t_);
-    w.u64("freeze_step", o_.freeze_step);
-    w.floats("exp_avg", dev_.device >= 0 ? dev_.m.download() : m_);
-    w.floats("exp_avg_sq", dev_.device >= 0 ? dev_.v.download() : v_);
+    w.u64("freeze_step", o.freeze_step);
+    w.floats("exp_avg", device_ >= 0 ? dev_m_.download() : m_);
+    w.floats("exp_avg_sq", device_ >= 0 ? dev_v_.download() : v_);
+    save_extra(w);
     const std::string ar = ar_.save_state();
     w.bytes("allreduce", ar.data(), ar.size());
     return w.finish();
   }
 
   void load(std::string_view state) {
-    const std::string what = fmt::format("rank {}: OneBitAdam::load_state", comm_.rank());
-    compress::StateReader r(state, "OneBitAdam", what);
+    const std::string what = fmt::format("rank {}: {}::load_state", comm_.rank(), who_);
+    compress::StateReader r(state, who_, what);
     const uint64_t n = r.u64("count");
-    check_units(r.u64("preconditioned"), o_.precondition_compression, what);
-    if (n != n_) {
-      raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters, this optimizer has {}",
-            what, n, n_);
-    }
+    check_units(r.u64("preconditioned"), options().precondition_compression, what);
+    load_shape(r, n, what);
     const uint64_t t = r.u64("step");
     const uint64_t freeze = r.u64("freeze_step");
     auto m = r.floats("exp_avg", n_);
     auto v = r.floats("exp_avg_sq", n_);
+    const std::function<void()> commit_extra = load_extra(r, what);
     const std::string ar(r.bytes("allreduce"));
     r.done();
     ar_.load_state(ar);  // validates before anything below changes
     t_ = t;
-    o_.freeze_step = freeze;
-    if (dev_.device >= 0) {
-      dev_.m.upload(m);
-      dev_.v.upload(v);
+    options().freeze_step = freeze;
+    if (device_ >= 0) {
+      dev_m_.upload(m);
+      dev_v_.upload(v);
     } else {
       m_ = std::move(m);
       v_ = std::move(v);
     }
+    if (commit_extra) commit_extra();
   }
 
   Communicator& comm_;
+  const char* const who_;  // the class, in messages and as the state's kind
   const size_t n_;
-  OneBitAdamOptions o_;
+  const int device_;
   uint64_t t_ = 0;
-  std::vector<float> m_, v_;  // host state (device < 0)
-  DeviceState dev_;
+  std::vector<float> m_, v_;              // the moments in host memory (device < 0)
+  compress::DeviceFloats dev_m_, dev_v_;  // or on the device
   OneBitAllreduce ar_;
   size_t wire_ = 0;
+
+ protected:
+  // What the optimizer's math adds. Compression stage, before the local
+  // gradient enters m (which still holds the last averaged momentum).
+  virtual void before_compression() {}
+  // p -= the update from the moments; g is scratch (n floats). In host
+  // memory, or enqueued on `stream` for a device optimizer.
+  virtual void update(float* p, float* g, const Step& s) = 0;
+  virtual void update_device(float* p, float* g, const Step& s, void* stream) = 0;
+  // The optimizer's state fields: the shape right after "preconditioned"
+  // (load_shape reads and checks it against this optimizer; n: the saved
+  // count), the rest after the moments (load_extra reads them and returns
+  // what stores them once the whole state is known to be good).
+  virtual void save_shape(compress::StateWriter&) const {}
+  virtual void load_shape(compress::StateReader& r, uint64_t n, const std::string& what) = 0;
+  virtual void save_extra(compress::StateWriter&) const {}
+  virtual std::function<void()> load_extra(compress::StateReader&, const std::string&) {
+    return {};
+  }
+
+ private:
+  // Warm-up: g <- the exact average over the ranks; the moments take it in.
+  void warmup_moments(float* g, void* stream) {
+    const OneBitOptions& o = options();
+    const bool single = comm_.size() == 1;
+    const float inv_world = 1.0f / float(comm_.size());
+    if (device_ >= 0) {
+#if GRADWIRE_HAVE_CUDA
+      if (!single) {
+        {
+          DeviceStreamScope scope(stream);
+          comm_.allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
+        }
+        cu::scale(g, n_, inv_world, stream);
+      }
+      cu::adam_moments(dev_m_.get(), dev_v_.get(), g, n_, o.beta1, o.beta2, stream);
+#endif
+      return;
+    }
+    if (!single) {
+      comm_.allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
+      for (size_t i = 0; i < n_; ++i) g[i] = kernels::rn_mul(g[i], inv_world);
+    }
+    for (size_t i = 0; i < n_; ++i) {
+      m_[i] = kernels::adam_momentum(m_[i], g[i], o.beta1, 1.0f - o.beta1);
+      v_[i] = kernels::adam_variance(v_[i], g[i], o.beta2, 1.0f - o.beta2);
+    }
+  }
+
+  // Compression stage: the local g into m, then m <- its compressed average
+  // over the ranks (Note [preconditioned 1-bit compression], Note [the
+  // momentum clip]); g holds the denominators meanwhile.
+  void compressed_momentum(float* g, float inv_bc2, void* stream) {
+    const OneBitOptions& o = options();
+    const bool precondition = o.precondition_compression;
+    const float hi = o.momentum_clip > 0 ? o.momentum_clip : std::numeric_limits<float>::infinity();
+    if (device_ >= 0) {
+#if GRADWIRE_HAVE_CUDA
+      float* m = dev_m_.get();
+      cu::adam_momentum(m, g, n_, o.beta1, stream);
+      cu::onebit_prepare(m, dev_v_.get(), g, n_, inv_bc2, o.eps, hi, precondition, stream);
+      ar_.run(m, stream);
+      if (precondition) cu::multiply(m, g, n_, stream);
+#endif
+      return;
+    }
+    for (size_t i = 0; i < n_; ++i) m_[i] = kernels::adam_momentum(m_[i], g[i], o.beta1, 1.0f - o.beta1);
+    for (size_t i = 0; i < n_; ++i) {
+      g[i] = kernels::adam_denominator(v_[i], inv_bc2, o.eps);
+      m_[i] = kernels::onebit_send_value(m_[i], g[i], hi, precondition);
+    }
+    ar_.run(m_.data());
+    if (precondition) {
+      for (size_t i = 0; i < n_; ++i) m_[i] = kernels::rn_mul(m_[i], g[i]);
+    }
+  }
 };
 
-OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options, int device)
-    : impl_(std::make_unique<Impl>(comm, count, options, device)) {}
-OneBitAdam::~OneBitAdam() = default;
-void OneBitAdam::step(float* params, float* grad, void* stream) {
+OneBitOptimizer::OneBitOptimizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneBitOptimizer::~OneBitOptimizer() = default;
+void OneBitOptimizer::step(float* params, float* grad, void* stream) {
   impl_->step(params, grad, stream);
 }
-int OneBitAdam::device() const { return impl_->dev_.device; }
-OneBitAdamOptions& OneBitAdam::options() { return impl_->o_; }
-uint64_t OneBitAdam::steps() const { return impl_->t_; }
-bool OneBitAdam::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }
-size_t OneBitAdam::last_wire_bytes() const { return impl_->wire_; }
-size_t OneBitAdam::count() const { return impl_->n_; }
-std::string OneBitAdam::save_state() const { return impl_->save(); }
-void OneBitAdam::load_state(std::string_view state) { impl_->load(state); }
-void OneBitAdam::reset_error_feedback() { impl_->ar_.reset_error_feedback(); }
+int OneBitOptimizer::device() const { return impl_->device_; }
+OneBitOptions& OneBitOptimizer::options() { return impl_->options(); }
+uint64_t OneBitOptimizer::steps() const { return impl_->t_; }
+bool OneBitOptimizer::compressing() const { return impl_->t_ >= impl_->options().freeze_step; }
+size_t OneBitOptimizer::last_wire_bytes() const { return impl_->wire_; }
+size_t OneBitOptimizer::count() const { return impl_->n_; }
+std::string OneBitOptimizer::save_state() const { return impl_->save(); }
+void OneBitOptimizer::load_state(std::string_view state) { impl_->load(state); }
+void OneBitOptimizer::reset_error_feedback() { impl_->ar_.reset_error_feedback(); }
+
+// ---------------------------------------------------------------- 1-bit Adam
+
+namespace {
+
+class AdamImpl final : public OneBitOptimizer::Impl {
+ public:
+  AdamImpl(Communicator& comm, size_t n, const OneBitAdamOptions& o, int device)
+      : Impl(comm, n, device, "OneBitAdam"), o_(o) {}
+
+  OneBitAdamOptions& options() override { return o_; }
+
+ private:
+  void update(float* p, float*, const Step& s) override {
+    for (size_t i = 0; i < n_; ++i) {
+      const float d = kernels::adam_denominator(v_[i], s.inv_bc2, o_.eps);
+      p[i] = kernels::apply_step(p[i], o_.lr,
+                                 kernels::adam_direction(m_[i], s.inv_bc1, d, p[i], o_.weight_decay));
+    }
+  }
+
+  void update_device(float* p, float* g, const Step& s, void* stream) override {
+#if GRADWIRE_HAVE_CUDA
+    cu::adam_direction(g, dev_m_.get(), dev_v_.get(), p, n_, s.inv_bc1, s.inv_bc2, o_.eps,
+                       o_.weight_decay, o_.lr, stream);
+#else
+    (void)p, (void)g, (void)s, (void)stream;
+#endif
+  }
+
+  void load_shape(compress::StateReader&, uint64_t n, const std::string& what) override {
+    if (n != n_) {
+      raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters, this optimizer has {}",
+            what, n, n_);
+    }
+  }
+
+  OneBitAdamOptions o_;
+};
+
+}  // namespace
+
+OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options, int device)
+    : OneBitOptimizer(std::make_unique<AdamImpl>(comm, count, options, device)) {}
+OneBitAdam::~OneBitAdam() = default;
+OneBitAdamOptions& OneBitAdam::options() { return static_cast<AdamImpl&>(*impl_).options(); }
 
 // ---------------------------------------------------------------- 1-bit LAMB
 
-class OneBitLamb::Impl {
+namespace {
+
+class LambImpl final : public OneBitOptimizer::Impl {
  public:
-  Impl(Communicator& comm, std::vector<size_t> layers, OneBitLambOptions o, int device)
-      : comm_(comm), layers_(std::move(layers)), o_(o) {
-    for (size_t s : layers_) n_ += s;
-    check_count(comm, "OneBitLamb", n_);
-#if !GRADWIRE_HAVE_CUDA
-    if (device >= 0) no_cuda("OneBitLamb", device);
-#endif
-    if (device >= 0 && !(o_.live_coefficients && o_.precondition_compression)) {
+  LambImpl(Communicator& comm, std::vector<size_t> layers, const OneBitLambOptions& o, int device)
+      : Impl(comm, checked_total(comm, layers, o, device), device, "OneBitLamb"),
+        layers_(std::move(layers)), o_(o) {
+    coeff_freeze_.assign(layers_.size(), 0.0f);
+    coeff_seen_.assign(layers_.size(), 0);
+    last_factor_.assign(layers_.size(), 1.0f);
+    last_coeff_.assign(layers_.size(), 1.0f);
+  }
+
+  OneBitLambOptions& options() override { return o_; }
+  const std::vector<float>& last_coefficients() const { return last_coeff_; }
+
+ private:
+  // The parameter count; refuses the frozen-coefficient variant on a device.
+  static size_t checked_total(const Communicator& comm, const std::vector<size_t>& layers,
+                              const OneBitLambOptions& o, int device) {
+    if (device >= 0 && !(o.live_coefficients && o.precondition_compression)) {
       raise(ErrorCode::InvalidArgument, "rank {}: OneBitLamb on CUDA device {} runs the default "
             "variant (live_coefficients and precondition_compression); the papers' frozen "
             "coefficients are implemented on the CPU only: keep the defaults, or keep the "
             "parameters in host memory", comm.rank(), device);
     }
-    dev_.init(device, n_);
-    if (device < 0) {
-      m_.assign(n_, 0.0f);
-      v_.assign(n_, 0.0f);
-    }
-    coeff_freeze_.assign(layers_.size(), 0.0f);
-    coeff_seen_.assign(layers_.size(), 0);
-    last_factor_.assign(layers_.size(), 1.0f);
-    last_coeff_.assign(layers_.size(), 1.0f);
-    ar_ = std::make_unique<OneBitAllreduce>(comm, n_, device);
+    size_t n = 0;
+    for (size_t s : layers) n += s;
+    return n;
   }
+
+  // Note [live LAMB coefficients]: with the preconditioned compression only.
+  bool live_mode() const { return o_.live_coefficients && o_.precondition_compression; }
 
   // LAMB's coefficient of layer l from its norms (warm-up, or the live
   // coefficients of the compression stage), and the warm-up's running
@@ -389,94 +466,15 @@ class OneBitLamb::Impl {
     return coeff;
   }
 
-  // Note [1-bit optimizers on a device] (live coefficients only).
-  void step_device(float* p, float* g, void* stream) {
-#if GRADWIRE_HAVE_CUDA
-    device::DeviceGuard guard(dev_.device);
-    const uint64_t t = t_ + 1;
-    const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps;
-    const float inv_bc1 = 1.0f / correction(b1, t, o_.bias_correction);
-    const bool warmup = t_ < o_.freeze_step;
-    float *m = dev_.m.get(), *v = dev_.v.get();
-    if (warmup) {
-      average_device(comm_, g, n_, stream);
-      cu::adam_moments(m, v, g, n_, b1, b2, stream);
-      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
-    } else {
-      cu::adam_momentum(m, g, n_, b1, stream);
-      const float frozen_bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-      compressed_average_device(*ar_, m, v, n_, 1.0f / frozen_bc2, eps, true, o_.momentum_clip, g,
-                                stream);
-      wire_ = ar_->wire_bytes();
-    }
-    const float inv_bc2 =
-        1.0f / correction(b2, warmup ? t : std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-    // g receives the update; then every layer's two norms, in one batch.
-    cu::adam_direction(g, m, v, p, n_, inv_bc1, inv_bc2, eps, o_.weight_decay, 0.0f, stream);
-    const size_t layers = layers_.size();
-    if (norms_.size() != 2 * (2 * layers + cu::onebit_partials())) {
-      norms_ = compress::DeviceFloats(dev_.device, 2 * (2 * layers + cu::onebit_partials()));
-    }
-    auto* sums = reinterpret_cast<double*>(norms_.get());
-    double* partials = sums + 2 * layers;
-    size_t first = 0;
-    for (size_t l = 0; l < layers; ++l) {
-      cu::sum_squares_fixed(g + first, layers_[l], partials, sums + 2 * l, stream);
-      cu::sum_squares_fixed(p + first, layers_[l], partials, sums + 2 * l + 1, stream);
-      first += layers_[l];
-    }
-    std::vector<double> host(2 * layers);
-    const auto s = static_cast<cudaStream_t>(stream);
-    cudaError_t err = cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double),
-                                      cudaMemcpyDeviceToHost, s);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      raise(ErrorCode::Internal, "rank {}: OneBitLamb on CUDA device {}: reading the layer norms "
-            "failed: {}", comm_.rank(), dev_.device, cudaGetErrorString(err));
-    }
-    first = 0;
-    for (size_t l = 0; l < layers; ++l) {
-      const float coeff = live_coefficient(l, warmup, std::sqrt(host[2 * l + 1]),
-                                           std::sqrt(host[2 * l]));
-      last_coeff_[l] = coeff;
-      cu::apply_step(p + first, g + first, layers_[l], o_.lr * coeff, stream);
-      first += layers_[l];
-    }
-    t_ = t;
-#else
-    (void)p, (void)g, (void)stream;
-#endif
+  void before_compression() override {
+    if (live_mode()) return;
+    if (v_fresh_.empty()) v_fresh_ = v_;  // the first compression step
+    m_last_ = m_;
   }
 
-  void step(float* p, float* g, void* stream) {
-    if (dev_.device >= 0) return step_device(p, g, stream);
-    const uint64_t t = t_ + 1;
+  void update(float* p, float* g, const Step& s) override {
     const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
-    const float inv_bc1 = 1.0f / correction(b1, t, o_.bias_correction);
-    const bool warmup = t_ < o_.freeze_step;
-    // Note [live LAMB coefficients]: with the preconditioned compression only.
-    const bool live_mode = o_.live_coefficients && o_.precondition_compression;
-    if (warmup) {
-      average(comm_, g, n_);
-      for (size_t i = 0; i < n_; ++i) {
-        m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
-        v_[i] = kernels::adam_variance(v_[i], g[i], b2, 1.0f - b2);
-      }
-      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
-    } else {
-      if (!live_mode) {
-        if (v_fresh_.empty()) v_fresh_ = v_;  // the first compression step
-        m_last_ = m_;
-      }
-      for (size_t i = 0; i < n_; ++i) m_[i] = kernels::adam_momentum(m_[i], g[i], b1, 1.0f - b1);
-      const float frozen_bc2 = correction(b2, std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
-      compressed_average(*ar_, m_, v_, 1.0f / frozen_bc2, eps, o_.precondition_compression,
-                         o_.momentum_clip, g);
-      wire_ = ar_->wire_bytes();
-    }
-    const float inv_bc2 =
-        1.0f / correction(b2, warmup ? t : std::max<uint64_t>(o_.freeze_step, 1), o_.bias_correction);
+    const bool frozen = !s.warmup && !live_mode();
     // g is scratch from here on: it receives the update.
     size_t first = 0;
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -486,14 +484,14 @@ class OneBitLamb::Impl {
       double prelim_sq = 0;
       float factor = 0.0f;  // compression: max over elements of denom / denom_real
       for (size_t i = first; i < first + len; ++i) {
-        const float denom = kernels::adam_denominator(v_[i], inv_bc2, eps);
-        float x = kernels::adam_direction(m_[i], inv_bc1, denom, p[i], 0.0f);
-        if (!warmup && !live_mode) {
+        const float denom = kernels::adam_denominator(v_[i], s.inv_bc2, eps);
+        float x = kernels::adam_direction(m_[i], s.inv_bc1, denom, p[i], 0.0f);
+        if (frozen) {
           // The global gradient the averaged momentum implies, folded into a
           // fresh variance estimate to see how far the frozen one is off.
           const float gr = (m_[i] - b1 * m_last_[i]) / (1.0f - b1);
           v_fresh_[i] = b2 * v_fresh_[i] + (1.0f - b2) * gr * gr;
-          factor = std::max(factor, denom / (std::sqrt(v_fresh_[i] * inv_bc2) + eps));
+          factor = std::max(factor, denom / (std::sqrt(v_fresh_[i] * s.inv_bc2) + eps));
           prelim_sq += double(x) * x;
         }
         if (wd != 0.0f) x = kernels::rn_add(x, kernels::rn_mul(wd, p[i]));
@@ -501,14 +499,13 @@ class OneBitLamb::Impl {
       }
       const double update_norm = norm(u, len);
       float coeff = 1.0f;
-      const bool live = !warmup && live_mode;
-      if (warmup || live) {
+      if (!frozen) {
         // LAMB's trust ratio, ||p|| / ||u||. In the compression stage u is
         // the averaged momentum over the frozen variance (Note [live LAMB
         // coefficients]): the same on every rank, and so is the ratio. The
         // warm-up keeps a running average of it, started from the first one
         // (DeepSpeed starts from 0, which biases short warm-ups low).
-        coeff = live_coefficient(l, warmup, norm(pl, len), update_norm);
+        coeff = live_coefficient(l, s.warmup, norm(pl, len), update_norm);
       } else {
         if (wd != 0.0f && update_norm > 0) {
           const float ratio = float(std::min(1.0, std::sqrt(prelim_sq) / update_norm));
@@ -525,34 +522,55 @@ class OneBitLamb::Impl {
       for (size_t i = 0; i < len; ++i) p[first + i] = kernels::apply_step(p[first + i], step_size, u[i]);
       first += len;
     }
-    t_ = t;
   }
 
-  std::string save() const {
-    compress::StateWriter w("OneBitLamb");
-    w.u64("count", n_);
-    w.u64("preconditioned", o_.precondition_compression);
+  // Note [1-bit optimizers on a device] (live coefficients only).
+  void update_device(float* p, float* g, const Step& s, void* stream) override {
+#if GRADWIRE_HAVE_CUDA
+    // g receives the update; then every layer's two norms, in one batch.
+    cu::adam_direction(g, dev_m_.get(), dev_v_.get(), p, n_, s.inv_bc1, s.inv_bc2, o_.eps,
+                       o_.weight_decay, 0.0f, stream);
+    const size_t layers = layers_.size();
+    if (norms_.size() != 2 * (2 * layers + cu::onebit_partials())) {
+      norms_ = compress::DeviceFloats(device_, 2 * (2 * layers + cu::onebit_partials()));
+    }
+    auto* sums = reinterpret_cast<double*>(norms_.get());
+    double* partials = sums + 2 * layers;
+    size_t first = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      cu::sum_squares_fixed(g + first, layers_[l], partials, sums + 2 * l, stream);
+      cu::sum_squares_fixed(p + first, layers_[l], partials, sums + 2 * l + 1, stream);
+      first += layers_[l];
+    }
+    std::vector<double> host(2 * layers);
+    const auto cs = static_cast<cudaStream_t>(stream);
+    cudaError_t err = cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double),
+                                      cudaMemcpyDeviceToHost, cs);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(cs);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      raise(ErrorCode::Internal, "rank {}: OneBitLamb on CUDA device {}: reading the layer norms "
+            "failed: {}", comm_.rank(), device_, cudaGetErrorString(err));
+    }
+    first = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      const float coeff = live_coefficient(l, s.warmup, std::sqrt(host[2 * l + 1]),
+                                           std::sqrt(host[2 * l]));
+      last_coeff_[l] = coeff;
+      cu::apply_step(p + first, g + first, layers_[l], o_.lr * coeff, stream);
+      first += layers_[l];
+    }
+#else
+    (void)p, (void)g, (void)s, (void)stream;
+#endif
+  }
+
+  void save_shape(compress::StateWriter& w) const override {
     w.u64("layers", layers_.size());
     w.bytes("layer_sizes", layers_.data(), layers_.size() * sizeof(size_t));
-    w.u64("step", t_);
-    w.u64("freeze_step", o_.freeze_step);
-    w.floats("exp_avg", dev_.device >= 0 ? dev_.m.download() : m_);
-    w.floats("exp_avg_sq", dev_.device >= 0 ? dev_.v.download() : v_);
-    w.floats("exp_avg_sq_fresh", v_fresh_);
-    w.floats("coeff_freeze", coeff_freeze_);
-    w.floats("last_factor", last_factor_);
-    w.floats("last_coeff", last_coeff_);
-    w.bytes("coeff_seen", coeff_seen_.data(), coeff_seen_.size());
-    const std::string ar = ar_->save_state();
-    w.bytes("allreduce", ar.data(), ar.size());
-    return w.finish();
   }
 
-  void load(std::string_view state) {
-    const std::string what = fmt::format("rank {}: OneBitLamb::load_state", comm_.rank());
-    compress::StateReader r(state, "OneBitLamb", what);
-    const uint64_t n = r.u64("count");
-    check_units(r.u64("preconditioned"), o_.precondition_compression, what);
+  void load_shape(compress::StateReader& r, uint64_t n, const std::string& what) override {
     const uint64_t layers = r.u64("layers");
     const auto sizes = r.bytes("layer_sizes");
     if (n != n_ || layers != layers_.size() || sizes.size() != layers_.size() * sizeof(size_t) ||
@@ -560,9 +578,17 @@ class OneBitLamb::Impl {
       raise(ErrorCode::InvalidArgument, "{}: the state is for {} parameters in {} layers, this "
             "optimizer has {} in {} (or the layer sizes differ)", what, n, layers, n_, layers_.size());
     }
-    const uint64_t t = r.u64("step"), freeze = r.u64("freeze_step");
-    auto m = r.floats("exp_avg", n_);
-    auto v = r.floats("exp_avg_sq", n_);
+  }
+
+  void save_extra(compress::StateWriter& w) const override {
+    w.floats("exp_avg_sq_fresh", v_fresh_);
+    w.floats("coeff_freeze", coeff_freeze_);
+    w.floats("last_factor", last_factor_);
+    w.floats("last_coeff", last_coeff_);
+    w.bytes("coeff_seen", coeff_seen_.data(), coeff_seen_.size());
+  }
+
+  std::function<void()> load_extra(compress::StateReader& r, const std::string& what) override {
     // Empty until the first compression step, then one per parameter.
     const size_t fresh_bytes = r.peek_size("exp_avg_sq_fresh");
     auto fresh = r.floats("exp_avg_sq_fresh", fresh_bytes == 0 ? 0 : n_);
@@ -574,58 +600,35 @@ class OneBitLamb::Impl {
       raise(ErrorCode::InvalidArgument, "{}: field 'coeff_seen' has {} entries, not {}", what,
             seen.size(), layers_.size());
     }
-    const std::string ar(r.bytes("allreduce"));
-    r.done();
-    ar_->load_state(ar);
-    t_ = t;
-    o_.freeze_step = freeze;
-    if (dev_.device >= 0) {
-      dev_.m.upload(m);
-      dev_.v.upload(v);
-    } else {
-      m_ = std::move(m);
-      v_ = std::move(v);
-    }
-    v_fresh_ = std::move(fresh);
-    coeff_freeze_ = std::move(coeff);
-    last_factor_ = std::move(last_factor);
-    last_coeff_ = std::move(last_coeff);
-    coeff_seen_.assign(reinterpret_cast<const uint8_t*>(seen.data()),
-                       reinterpret_cast<const uint8_t*>(seen.data()) + seen.size());
+    const auto* seen_bytes = reinterpret_cast<const uint8_t*>(seen.data());
+    return [this, fresh = std::move(fresh), coeff = std::move(coeff),
+            last_factor = std::move(last_factor), last_coeff = std::move(last_coeff),
+            seen = std::vector<uint8_t>(seen_bytes, seen_bytes + seen.size())]() mutable {
+      v_fresh_ = std::move(fresh);
+      coeff_freeze_ = std::move(coeff);
+      last_factor_ = std::move(last_factor);
+      last_coeff_ = std::move(last_coeff);
+      coeff_seen_ = std::move(seen);
+    };
   }
 
-  Communicator& comm_;
   std::vector<size_t> layers_;
   OneBitLambOptions o_;
-  size_t n_ = 0;
-  uint64_t t_ = 0;
-  std::vector<float> m_, v_, v_fresh_, m_last_;
+  std::vector<float> v_fresh_, m_last_;  // the frozen-coefficient variant (host)
   std::vector<float> coeff_freeze_, last_factor_, last_coeff_;
   std::vector<uint8_t> coeff_seen_;
-  DeviceState dev_;
   compress::DeviceFloats norms_;  // device: the layer norms and their partial sums
-  std::unique_ptr<OneBitAllreduce> ar_;
-  size_t wire_ = 0;
 };
+
+}  // namespace
 
 OneBitLamb::OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes,
                        OneBitLambOptions options, int device)
-    : impl_(std::make_unique<Impl>(comm, std::move(layer_sizes), options, device)) {}
+    : OneBitOptimizer(std::make_unique<LambImpl>(comm, std::move(layer_sizes), options, device)) {}
 OneBitLamb::~OneBitLamb() = default;
-void OneBitLamb::step(float* params, float* grad, void* stream) {
-  impl_->step(params, grad, stream);
-}
-int OneBitLamb::device() const { return impl_->dev_.device; }
-OneBitLambOptions& OneBitLamb::options() { return impl_->o_; }
-uint64_t OneBitLamb::steps() const { return impl_->t_; }
-bool OneBitLamb::compressing() const { return impl_->t_ >= impl_->o_.freeze_step; }
-size_t OneBitLamb::last_wire_bytes() const { return impl_->wire_; }
-size_t OneBitLamb::count() const { return impl_->n_; }
-const std::vector<float>& OneBitLamb::last_coefficients() const { return impl_->last_coeff_; }
-std::string OneBitLamb::save_state() const { return impl_->save(); }
-void OneBitLamb::load_state(std::string_view state) { impl_->load(state); }
-void OneBitLamb::reset_error_feedback() {
-  if (impl_->ar_) impl_->ar_->reset_error_feedback();
+OneBitLambOptions& OneBitLamb::options() { return static_cast<LambImpl&>(*impl_).options(); }
+const std::vector<float>& OneBitLamb::last_coefficients() const {
+  return static_cast<const LambImpl&>(*impl_).last_coefficients();
 }
 
 }  // namespace gradwire

@@ -101,7 +101,7 @@ std::vector<int> local_pids(const std::vector<std::string>& identities, int rank
 }  // namespace
 
 // Note [the provider across hosts]: measured side by side on one 1 Gbit/s
-// link (BENCHMARKS.md, issue 19), allreduce of 1-256 MiB: libfabric's
+// link (BENCHMARKS.md, "Across hosts"), allreduce of 1-256 MiB: libfabric's
 // native `net` provider (RDM straight over TCP, one stream per peer) runs
 // at the link's speed (98-100 % of iperf3), `sockets` at 73-95 %, and
 // `tcp;ofi_rxm` falls from 98 % at 1 MiB to 52 % at 256 MiB: rxm's

@@ -74,119 +74,96 @@ size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, c
   return n;
 }
 
+// torch's view of the options (param_groups()[0] carries lr, which
+// torch's LR schedulers change and step() passes on).
+std::unique_ptr<::torch::optim::AdamOptions> adam_defaults(const gradwire::OneBitOptions& o) {
+  auto defaults = std::make_unique<::torch::optim::AdamOptions>(o.lr);
+  defaults->betas(std::make_tuple(double(o.beta1), double(o.beta2)))
+      .eps(o.eps)
+      .weight_decay(o.weight_decay);
+  return defaults;
+}
+
+}  // namespace
+
+OneBitOptimizer::OneBitOptimizer(std::vector<::torch::Tensor> params, Communicator& comm,
+                                 const gradwire::OneBitOptions& options, const char* who)
+    : Optimizer(params, adam_defaults(options)), params_(std::move(params)) {
+  count_ = prepare(params_, comm, who, device_);
+}
+OneBitOptimizer::~OneBitOptimizer() = default;
+
 // Gathers parameters and gradients into flat buffers on their device, steps
 // the core there (on PyTorch's current stream for CUDA) and writes the
 // parameters back.
-template <typename Core>
-::torch::Tensor step_flat(std::vector<::torch::Tensor>& params, Core& core, ::torch::Tensor& fp,
-                          ::torch::Tensor& fg, double lr,
-                          const ::torch::optim::Optimizer::LossClosure& closure) {
+::torch::Tensor OneBitOptimizer::step(LossClosure closure) {
   ::torch::Tensor loss;
   if (closure) {
     ::torch::AutoGradMode enable(true);
     loss = closure();
   }
   ::torch::NoGradGuard no_grad;
-  const int64_t n = int64_t(core.count());
-  const ::torch::Device device = core.device() >= 0
-      ? ::torch::Device(::torch::kCUDA, c10::DeviceIndex(core.device()))
+  const int64_t n = int64_t(core_->count());
+  const ::torch::Device device = core_->device() >= 0
+      ? ::torch::Device(::torch::kCUDA, c10::DeviceIndex(core_->device()))
       : ::torch::Device(::torch::kCPU);
-  if (!fp.defined() || fp.numel() != n) {
+  if (!flat_params_.defined() || flat_params_.numel() != n) {
     const auto opts = ::torch::TensorOptions().dtype(::torch::kFloat32).device(device);
-    fp = ::torch::empty({n}, opts);
-    fg = ::torch::empty({n}, opts);
+    flat_params_ = ::torch::empty({n}, opts);
+    flat_grads_ = ::torch::empty({n}, opts);
   }
   int64_t at = 0;
-  for (auto& p : params) {
+  for (auto& p : params_) {
     const int64_t k = p.numel();
     if (k) {
-      fp.narrow(0, at, k).copy_(p.reshape({-1}));
+      flat_params_.narrow(0, at, k).copy_(p.reshape({-1}));
       const auto& g = p.grad();
       // No gradient on this rank: it contributes zeros (every rank still
       // takes part in the collective).
-      if (g.defined()) fg.narrow(0, at, k).copy_(g.reshape({-1}));
-      else fg.narrow(0, at, k).zero_();
+      if (g.defined()) flat_grads_.narrow(0, at, k).copy_(g.reshape({-1}));
+      else flat_grads_.narrow(0, at, k).zero_();
     }
     at += k;
   }
-  core.options().lr = float(lr);
+  core_->options().lr = float(param_groups().at(0).options().get_lr());
   void* stream = device.is_cuda() ? detail::current_stream(device) : nullptr;
-  core.step(fp.data_ptr<float>(), fg.data_ptr<float>(), stream);
+  core_->step(flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), stream);
   at = 0;
-  for (auto& p : params) {
+  for (auto& p : params_) {
     const int64_t k = p.numel();
-    if (k) p.copy_(fp.narrow(0, at, k).view(p.sizes()));
+    if (k) p.copy_(flat_params_.narrow(0, at, k).view(p.sizes()));
     at += k;
   }
   return loss;
 }
 
-void save_state(::torch::serialize::OutputArchive& archive, const std::string& state) {
+void OneBitOptimizer::save(::torch::serialize::OutputArchive& archive) const {
+  const std::string state = core_->save_state();
   auto t = ::torch::empty({int64_t(state.size())}, ::torch::kUInt8);
   if (!state.empty()) std::memcpy(t.data_ptr<uint8_t>(), state.data(), state.size());
   archive.write("gradwire_state", t);
 }
 
-std::string load_state(::torch::serialize::InputArchive& archive) {
+void OneBitOptimizer::load(::torch::serialize::InputArchive& archive) {
   ::torch::Tensor t;
   archive.read("gradwire_state", t);
   t = t.contiguous();
-  return std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), size_t(t.numel()));
+  core_->load_state(
+      std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), size_t(t.numel())));
 }
-
-std::unique_ptr<::torch::optim::AdamOptions> adam_defaults(double lr, float b1, float b2, float eps,
-                                                      float wd) {
-  auto o = std::make_unique<::torch::optim::AdamOptions>(lr);
-  o->betas(std::make_tuple(double(b1), double(b2))).eps(eps).weight_decay(wd);
-  return o;
-}
-
-}  // namespace
 
 OneBitAdam::OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
                        gradwire::OneBitAdamOptions options)
-    : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
-                                 options.weight_decay)),
-      params_(std::move(params)) {
-  int device = -1;
-  const size_t n = prepare(params_, comm, "OneBitAdam", device);
-  core_ = std::make_unique<gradwire::OneBitAdam>(comm, n, options, device);
-}
-OneBitAdam::~OneBitAdam() = default;
-
-::torch::Tensor OneBitAdam::step(LossClosure closure) {
-  return step_flat(params_, *core_, flat_params_, flat_grads_,
-                   param_groups().at(0).options().get_lr(), closure);
-}
-void OneBitAdam::save(::torch::serialize::OutputArchive& archive) const {
-  save_state(archive, core_->save_state());
-}
-void OneBitAdam::load(::torch::serialize::InputArchive& archive) {
-  core_->load_state(load_state(archive));
+    : OneBitOptimizerOver(std::move(params), comm, options, "OneBitAdam") {
+  core_ = std::make_unique<gradwire::OneBitAdam>(comm, count(), options, device());
 }
 
 OneBitLamb::OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
                        gradwire::OneBitLambOptions options)
-    : Optimizer(params, adam_defaults(options.lr, options.beta1, options.beta2, options.eps,
-                                 options.weight_decay)),
-      params_(std::move(params)) {
-  int device = -1;
-  prepare(params_, comm, "OneBitLamb", device);
+    : OneBitOptimizerOver(std::move(params), comm, options, "OneBitLamb") {
   std::vector<size_t> layers;
   for (const auto& p : params_) layers.push_back(size_t(p.numel()));
-  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options, device);
-}
-OneBitLamb::~OneBitLamb() = default;
-
-::torch::Tensor OneBitLamb::step(LossClosure closure) {
-  return step_flat(params_, *core_, flat_params_, flat_grads_,
-                   param_groups().at(0).options().get_lr(), closure);
-}
-void OneBitLamb::save(::torch::serialize::OutputArchive& archive) const {
-  save_state(archive, core_->save_state());
-}
-void OneBitLamb::load(::torch::serialize::InputArchive& archive) {
-  core_->load_state(load_state(archive));
+  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options, device());
 }
 
 }  // namespace gradwire::torch

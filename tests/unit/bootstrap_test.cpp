@@ -154,33 +154,17 @@ TEST(SingleProcess, IsAWorldOfOne) {
 
 class FromEnvironment : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADWIRE_STORE_DIR",
-      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-      "GRADWIRE_STORE_PORT", "TORCHELASTIC_RUN_ID"};
+  void SetUp() override { options_.timeout = 1s; }
 
-  void SetUp() override {
-    for (const char* v : kVars) {
-      const char* old = std::getenv(v);
-      if (old) saved_[v] = old;
-      ::unsetenv(v);
-    }
-    options_.timeout = 1s;
-  }
-  void TearDown() override {
-    for (const char* v : kVars) {
-      auto it = saved_.find(v);
-      if (it == saved_.end()) {
-        ::unsetenv(v);
-      } else {
-        ::setenv(v, it->second.c_str(), 1);
-      }
-    }
-  }
+  void set(std::map<std::string, std::string> vars) { env_.set(vars); }
 
-  void set(std::map<std::string, std::string> vars) {
-    for (auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
-  }
+  // Every launcher's variables, Slurm's included (the tests may run in a
+  // Slurm job), cleared for each test and put back after it.
+  gwtest::ScopedEnv env_{{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                          "GRADWIRE_STORE_DIR", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "GRADWIRE_STORE_PORT",
+                          "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_STEP_ID",
+                          "SLURM_STEPID", "SLURM_NTASKS"}};
 
   // A complete, valid torchrun environment for a world of one.
   void torchrun_world_of_one(uint16_t port) {
@@ -203,7 +187,6 @@ class FromEnvironment : public ::testing::Test {
     }
   }
 
-  std::map<std::string, std::string> saved_;
   Options options_;
 };
 

@@ -9,6 +9,12 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace gwtest {
 
@@ -24,5 +30,43 @@ inline uint16_t free_port() {
   ::close(fd);
   return ntohs(a.sin_port);
 }
+
+// Clears the environment variables `names` for its lifetime and puts their
+// values back when it ends; set() may only touch variables in `names`.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::string> names) : names_(std::move(names)) {
+    for (const auto& n : names_) {
+      if (const char* v = std::getenv(n.c_str())) saved_[n] = v;
+      ::unsetenv(n.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& n : names_) {
+      auto it = saved_.find(n);
+      if (it == saved_.end()) {
+        ::unsetenv(n.c_str());
+      } else {
+        ::setenv(n.c_str(), it->second.c_str(), 1);
+      }
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  void set(const std::map<std::string, std::string>& vars) {
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  void unset(std::initializer_list<const char*> vars) {
+    for (const char* v : vars) ::unsetenv(v);
+  }
+  void clear() {
+    for (const auto& n : names_) ::unsetenv(n.c_str());
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::map<std::string, std::string> saved_;
+};
 
 }  // namespace gwtest

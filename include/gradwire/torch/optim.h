@@ -18,10 +18,10 @@
 // current stream. Parameters must be dense float32 (master weights): mixed
 // precision keeps them so and computes in 16 bits under autocast.
 //
-// Parameters must be float32 CPU tensors. The learning rate of param group 0
-// (set by torch's LR schedulers) is used at every step. save()/load() write
-// this rank's whole state (moments, error buffers, step counter), so a
-// resumed run continues bit for bit; every rank must save and load its own.
+// The learning rate of param group 0 (set by torch's LR schedulers) is used
+// at every step. save()/load() write this rank's whole state (moments, error
+// buffers, step counter), so a resumed run continues bit for bit; every rank
+// must save and load its own.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -34,41 +34,56 @@
 
 namespace gradwire::torch {
 
-class OneBitAdam : public ::torch::optim::Optimizer {
+// What the two optimizers share: the parameters gathered into flat float32
+// buffers on their device, the step of the core optimizer there, and
+// save()/load() of its whole state. Made only as a OneBitAdam or a
+// OneBitLamb.
+class OneBitOptimizer : public ::torch::optim::Optimizer {
  public:
-  OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
-             gradwire::OneBitAdamOptions options = {});
-  ~OneBitAdam() override;
+  ~OneBitOptimizer() override;
 
   ::torch::Tensor step(LossClosure closure = nullptr) override;
   void save(::torch::serialize::OutputArchive& archive) const override;
   void load(::torch::serialize::InputArchive& archive) override;
 
-  gradwire::OneBitAdam& core() { return *core_; }
+ protected:
+  // Checks the parameters and broadcasts them from rank 0; the derived
+  // class then makes core_ over count() elements on device().
+  OneBitOptimizer(std::vector<::torch::Tensor> params, Communicator& comm,
+                  const gradwire::OneBitOptions& options, const char* who);
+  size_t count() const { return count_; }
+  int device() const { return device_; }  // -1: the CPU
+
+  std::vector<::torch::Tensor> params_;
+  std::unique_ptr<gradwire::OneBitOptimizer> core_;
 
  private:
-  std::vector<::torch::Tensor> params_;
-  std::unique_ptr<gradwire::OneBitAdam> core_;
+  size_t count_ = 0;
+  int device_ = -1;
   ::torch::Tensor flat_params_, flat_grads_;  // on the parameters' device
 };
 
-class OneBitLamb : public ::torch::optim::Optimizer {
+// core(): the core optimizer as its own type.
+template <typename Core>
+class OneBitOptimizerOver : public OneBitOptimizer {
+ public:
+  Core& core() { return static_cast<Core&>(*core_); }
+
+ protected:
+  using OneBitOptimizer::OneBitOptimizer;
+};
+
+class OneBitAdam : public OneBitOptimizerOver<gradwire::OneBitAdam> {
+ public:
+  OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
+             gradwire::OneBitAdamOptions options = {});
+};
+
+class OneBitLamb : public OneBitOptimizerOver<gradwire::OneBitLamb> {
  public:
   // Each parameter tensor is one LAMB layer (its own scaling coefficient).
   OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
              gradwire::OneBitLambOptions options = {});
-  ~OneBitLamb() override;
-
-  ::torch::Tensor step(LossClosure closure = nullptr) override;
-  void save(::torch::serialize::OutputArchive& archive) const override;
-  void load(::torch::serialize::InputArchive& archive) override;
-
-  gradwire::OneBitLamb& core() { return *core_; }
-
- private:
-  std::vector<::torch::Tensor> params_;
-  std::unique_ptr<gradwire::OneBitLamb> core_;
-  ::torch::Tensor flat_params_, flat_grads_;  // on the parameters' device
 };
 
 }  // namespace gradwire::torch

@@ -3,9 +3,10 @@
     import gradwire.torch                      # registers backend "gradwire"
     torch.distributed.init_process_group(backend="gradwire")
 
-Works under torchrun and under mpirun (RANK/WORLD_SIZE/LOCAL_RANK are taken
+Works under torchrun, under mpirun (RANK/WORLD_SIZE/LOCAL_RANK are taken
 from Open MPI's variables and, when MASTER_ADDR/MASTER_PORT are unset, rank 0
-picks them and shares them over MPI). Every process group, ``new_group``
+picks them and shares them over MPI) and under srun (taken from Slurm's
+variables as gradwire reads them: README "Launching under Slurm"). Every process group, ``new_group``
 included, gets its own gradwire Communicator of exactly the group's ranks,
 bootstrapped through the group's torch store. CPU tensors only for now.
 
@@ -42,7 +43,68 @@ def _fill_env_from_mpirun():
         env["MASTER_PORT"] = str(port)
 
 
+# "Slurm job J step S" once _fill_env_from_slurm() filled torch's variables.
+_slurm_job = None
+
+
+def _fill_env_from_slurm():
+    """Under srun, torch's env:// rendezvous wants the torchrun names; fill
+    them from Slurm's (README "Launching under Slurm") unless mpirun or a
+    launcher already set them. torch's own store takes the odd port above
+    gradwire's (Note [Slurm store port] in src/bootstrap/slurm.cpp), and
+    GRADWIRE_STORE_PORT keeps gradwire.Communicator.create() in this process
+    on gradwire's, so the two stores never meet on one port."""
+    global _slurm_job
+    env = os.environ
+    launched = ("OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    if any(v in env for v in launched):
+        return
+    found = _C._slurm_rendezvous()
+    if found is None:
+        return
+    rank, size, local_rank, host, port, job = found
+    env["RANK"] = str(rank)
+    env["WORLD_SIZE"] = str(size)
+    if local_rank >= 0:
+        env.setdefault("LOCAL_RANK", str(local_rank))
+    env["MASTER_ADDR"] = host
+    env["MASTER_PORT"] = str(port + 1)
+    env.setdefault("GRADWIRE_STORE_PORT", str(port))
+    _slurm_job = job
+
+
+def _check_same_job(store, rank, size):
+    """Note [same job] (src/bootstrap/slurm.cpp) over the group's torch
+    store: a rank of another Slurm step that reached this job's torch store
+    (their ports met) stops before writing to it; ranks that count another
+    size stop on both sides."""
+    mine = f"{size}\n{_slurm_job}"
+    if rank != 0:
+        size0, _, job0 = store.get("gradwire_job/0").decode().partition("\n")
+        if job0 != _slurm_job:
+            raise gradwire.InvalidArgumentError(
+                f"rank {rank} of {_slurm_job} reached the torch store at "
+                f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} of another "
+                f"job: rank 0 there is of {job0}; set MASTER_PORT to a port of this step's "
+                f"own")
+        store.set(f"gradwire_job/{rank}", mine)
+        if size0 != str(size):
+            raise gradwire.InvalidArgumentError(
+                f"rank {rank} counts {size} ranks in {_slurm_job} but rank 0 counts {size0}")
+        return
+    store.set("gradwire_job/0", mine)
+    for r in range(1, size):
+        theirs = store.get(f"gradwire_job/{r}").decode()
+        if theirs != mine:
+            size_r, _, job_r = theirs.partition("\n")
+            raise gradwire.InvalidArgumentError(
+                f"rank {r} counts {size_r} ranks in {job_r} but rank 0 counts {size} in "
+                f"{_slurm_job}")
+
+
 def _create(store, rank, size, timeout):
+    if _slurm_job is not None:
+        _check_same_job(store, rank, size)
     return _C_torch.create_backend(store, rank, size, timeout)
 
 
@@ -51,6 +113,7 @@ if BACKEND not in dist.Backend.backend_list:
     # NCCL transport is pending) instead of "no backend for device cuda".
     dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
 _fill_env_from_mpirun()
+_fill_env_from_slurm()
 # Note [communicators at exit] (python/src/torch/c10d_backend.cpp): close the
 # communicators of groups still alive while the interpreter is whole.
 atexit.register(_C_torch._shutdown_all)
