@@ -45,7 +45,8 @@ Args parse(int argc, char** argv) {
     else if (flag == "--batch") a.batch = std::atoll(v);
     else if (flag == "--lr") a.lr = std::atof(v);
     else if (flag == "--min-accuracy") a.min_accuracy = std::atof(v);
-    else throw std::invalid_argument("unknown flag " + flag + " (--steps, --batch, --lr, --min-accuracy)");
+    else throw std::invalid_argument("unknown flag " + flag + " (--steps, --batch, --lr, "
+                                     "--min-accuracy)");
   }
   return a;
 }
@@ -146,7 +147,8 @@ int main(int argc, char** argv) try {
   // Held-out rows past every training row.
   auto [x, y] = rows(args.steps * job.size * args.batch + 1000000, 2000);
   torch::NoGradGuard no_grad;
-  const double accuracy = model->forward(x).argmax(1).eq(y).to(torch::kDouble).mean().item<double>() * 100;
+  const double accuracy =
+      model->forward(x).argmax(1).eq(y).to(torch::kDouble).mean().item<double>() * 100;
   // Identical replicas: the parameters' sum is the same everywhere.
   double sum = 0;
   for (auto& p : params) sum += p.to(torch::kDouble).sum().item<double>();
@@ -158,7 +160,8 @@ int main(int argc, char** argv) try {
   pg->allreduce(hi, max_op)->wait();
   const bool same = lo[0].item<double>() == hi[0].item<double>();
   if (job.rank == 0) {
-    std::printf("train_process_group: %d ranks, %lld steps: held-out accuracy %.1f%%; replicas %s\n",
+    std::printf("train_process_group: %d ranks, %lld steps: held-out accuracy %.1f%%; "
+                "replicas %s\n",
                 job.size, static_cast<long long>(args.steps), accuracy,
                 same ? "identical" : "DIFFER");
   }

@@ -42,7 +42,9 @@ Registry& registry() {
 }
 
 const Communicator& non_null(const std::shared_ptr<Communicator>& comm) {
-  if (!comm) throw Error(ErrorCode::InvalidArgument, "gradwire::torch::Backend: the communicator is null");
+  if (!comm) {
+    throw Error(ErrorCode::InvalidArgument, "gradwire::torch::Backend: the communicator is null");
+  }
   return *comm;
 }
 }  // namespace
@@ -263,7 +265,8 @@ c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions&) {
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(c10::intrusive_ptr<Backend> backend,
                                                           c10::intrusive_ptr<c10d::Store> store) {
   if (!backend) {
-    throw Error(ErrorCode::InvalidArgument, "gradwire::torch::make_process_group: the backend is null");
+    throw Error(ErrorCode::InvalidArgument,
+                "gradwire::torch::make_process_group: the backend is null");
   }
   auto pg = c10::make_intrusive<c10d::ProcessGroup>(std::move(store), backend->getRank(),
                                                     backend->getSize());

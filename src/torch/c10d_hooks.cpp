@@ -87,11 +87,10 @@ void decompress(const at::Tensor& src, at::Tensor& dst) {
   }
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> run_comm_hook(const CommHook& hook, Communicator& comm,
-                                                      at::Tensor buffer,
-                                                      const std::vector<std::vector<int64_t>>& shapes,
-                                                      size_t index, uint64_t step,
-                                                      const std::string& what) {
+c10::intrusive_ptr<c10::ivalue::Future> run_comm_hook(
+    const CommHook& hook, Communicator& comm, at::Tensor buffer,
+    const std::vector<std::vector<int64_t>>& shapes, size_t index, uint64_t step,
+    const std::string& what) {
   check_bucket(buffer, what);
   std::vector<size_t> gradients;
   std::vector<BucketContext::Tensor> tensors;

@@ -36,7 +36,7 @@ void same_kind(const std::vector<at::Tensor>& tensors, const std::string& what) 
 // Note [point-to-point] in src/runtime/p2p.h. CUDA tensors go through a
 // host copy: the Communicator's messages are host memory for now.
 c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors,
-                                                     int dst, int tag) {
+                                             int dst, int tag) {
   const auto comm = live("send");
   const std::string what = name(*comm, "send");
   const at::Tensor& t = single(tensors, what);
@@ -47,7 +47,7 @@ c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors,
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors,
-                                                     int src, int tag) {
+                                             int src, int tag) {
   const auto comm = live("recv");
   const std::string what = name(*comm, "recv");
   const at::Tensor& t = single(tensors, what);
@@ -63,7 +63,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors,
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>& tensors,
-                                                              int tag) {
+                                                      int tag) {
   const auto comm = live("recv");
   const std::string what = name(*comm, "recv");
   const at::Tensor& t = single(tensors, what);
@@ -77,7 +77,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>& t
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
-                                                       const c10d::ReduceOptions& opts) {
+                                               const c10d::ReduceOptions& opts) {
   const auto comm = live("reduce");
   const std::string what = name(*comm, "reduce");
   const at::Tensor& t = single(tensors, what);
@@ -130,7 +130,8 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(
     auto w = comm->scatter(nullptr, out.data_ptr(), count_of(out), to_dtype(out, what), root);
     return make_work(rank_, c10d::OpType::SCATTER, std::move(w), {out}, {out});
   }
-  const at::Tensor flat = stage_inputs(inputs, out, size_, what, /*root=*/true).flat;  // Note [list staging]
+  // Note [list staging]
+  const at::Tensor flat = stage_inputs(inputs, out, size_, what, /*root=*/true).flat;
   auto w = comm->scatter(flat.data_ptr(), out.data_ptr(), count_of(out), to_dtype(out, what),
                          root);
   return make_work(rank_, c10d::OpType::SCATTER, std::move(w), {out}, {flat, out});

@@ -156,7 +156,9 @@ TEST(DDPCollectives, ListForms) {
   go.rootRank = root;
   g_pg->gather(gathered, in, go)->wait();
   if (g_rank == root) {
-    for (int r = 0; r < g_size; ++r) EXPECT_TRUE(bitwise_equal(gathered[0][size_t(r)], value(r, 0)));
+    for (int r = 0; r < g_size; ++r) {
+      EXPECT_TRUE(bitwise_equal(gathered[0][size_t(r)], value(r, 0)));
+    }
   }
 
   std::vector<std::vector<at::Tensor>> pieces(g_rank == root ? 1 : 0);

@@ -36,10 +36,9 @@ void decompress(const at::Tensor& src, at::Tensor& dst);
 // with the hook's work on the device). The future completes with `buffer`
 // holding the average, or with the hook's error. `what` names the hook in
 // errors ("gradwire powerSGD_hook").
-c10::intrusive_ptr<c10::ivalue::Future> run_comm_hook(const CommHook& hook, Communicator& comm,
-                                                      at::Tensor buffer,
-                                                      const std::vector<std::vector<int64_t>>& shapes,
-                                                      size_t index, uint64_t step,
-                                                      const std::string& what);
+c10::intrusive_ptr<c10::ivalue::Future> run_comm_hook(
+    const CommHook& hook, Communicator& comm, at::Tensor buffer,
+    const std::vector<std::vector<int64_t>>& shapes, size_t index, uint64_t step,
+    const std::string& what);
 
 }  // namespace gradwire::torch

@@ -41,7 +41,8 @@ PYBIND11_MODULE(_C_torch, m) {
   namespace py = pybind11;
   // Registers c10d's Python types (Store, Backend) that our signatures use.
   py::module_::import("torch.distributed");
-  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<uint64_t>();
+  g_main_thread =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<uint64_t>();
   gradwire::torch::set_wait_interrupt(&check_signals);
 
   py::class_<Backend, c10d::Backend, c10::intrusive_ptr<Backend>>(

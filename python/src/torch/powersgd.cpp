@@ -29,6 +29,12 @@ struct PowerSGDHookState {
   CommHook hook;
 };
 
+// A torch.futures.Future (the Python object) over `future`. Call with the
+// GIL held.
+py::object python_future(c10::intrusive_ptr<c10::ivalue::Future> future) {
+  return py::cast(std::make_shared<::torch::jit::PythonFutureWrapper>(std::move(future)));
+}
+
 }  // namespace
 
 void register_powersgd(py::module_& m) {
@@ -77,7 +83,7 @@ void register_powersgd(py::module_& m) {
           future = gradwire::torch::run_comm_hook(s.hook, backend.communicator(), buffer, shapes,
                                                   index, step, "gradwire powerSGD_hook");
         }
-        return py::cast(std::make_shared<::torch::jit::PythonFutureWrapper>(future));
+        return python_future(std::move(future));
       },
       py::arg("state"), py::arg("backend"), py::arg("buffer"), py::arg("shapes"),
       py::arg("index"), py::arg("step"));
