@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 import gradwire  # noqa: F401 - registers the gradwire.Error classes first
+from gradwire import _C
 from gradwire import _C_torch
 
 from . import hooks  # noqa: F401
