@@ -15,7 +15,6 @@
 #include "buffer.h"
 #include "common.h"
 #include "gradwire/gradwire.h"
-#include "rendezvous.h"
 
 namespace gradwire::python {
 void register_compress(py::module_& m);  // compress.cpp
@@ -285,28 +284,6 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = gradwire::version();
   register_compress(m);
   register_elastic(m);
-
-  // Under mpirun, torch.distributed's env:// needs MASTER_ADDR/MASTER_PORT
-  // that no one set. gradwire.torch calls this (collective over the mpirun
-  // job): rank 0 picks an address and a free port, every rank gets them.
-  m.def(
-      "_mpi_rendezvous",
-      [](const std::string& master_addr, bool single_host) {
-        py::gil_scoped_release nogil;
-        auto world = Communicator::create();
-        char blob[256] = {};
-        if (world->rank() == 0) {
-          std::string host = master_addr;
-          if (host.empty()) host = single_host ? "127.0.0.1" : reachable_address("8.8.8.8");
-          const std::string text = host + " " + std::to_string(free_port(host));
-          text.copy(blob, sizeof blob - 1);
-        }
-        world->broadcast(blob, blob, sizeof blob, DataType::UInt8, 0).wait();
-        const std::string text(blob);
-        const auto space = text.find(' ');
-        return std::make_pair(text.substr(0, space), std::stoi(text.substr(space + 1)));
-      },
-      py::arg("master_addr"), py::arg("single_host"));
 
   // Under srun, torch.distributed's env:// needs torchrun's names, which
   // gradwire.torch fills from this (README "Launching under Slurm"): None

@@ -1,8 +1,6 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "consistency.h"
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
 #include "gradwire/device_stream.h"
 
 #include <ATen/core/grad_mode.h>
@@ -34,14 +32,9 @@ constexpr size_t kDescriptionBytes = 240;
 
 }  // namespace
 
-void* current_stream(const c10::Device& device) {
-  if (!device.is_cuda()) return nullptr;
-  return c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle();
-}
-
 void check_supported_device(Communicator& comm, const TensorEntry& e) {
   const c10::Device d = e.tensor.device();
-  if (d.is_cpu() || d.is_cuda()) return;
+  if (supported_device(d)) return;
   throw Error(ErrorCode::InvalidArgument,
               "rank " + std::to_string(comm.rank()) + ": DistributedDataParallel: " +
                   describe(e) + " is on " + d.str() + "; host (cpu) and CUDA tensors are "
@@ -60,18 +53,14 @@ std::string describe(const TensorEntry& e) {
 }
 
 DataType gradient_dtype(const ::torch::Tensor& t, const std::string& name) {
-  switch (t.scalar_type()) {
-    case ::torch::kFloat: return DataType::Float32;
-    case ::torch::kDouble: return DataType::Float64;
-    case ::torch::kHalf: return DataType::Float16;
-    case ::torch::kBFloat16: return DataType::BFloat16;
-    default:
-      throw Error(ErrorCode::InvalidArgument,
-                  "DistributedDataParallel: parameter " + name + " has dtype " +
-                      std::string(c10::toString(t.scalar_type())) +
-                      "; gradients of float32, float64, float16 and bfloat16 can be averaged "
-                      "(set requires_grad=false on it to leave it out of the reduction)");
-  }
+  // Real floating types only: a complex gradient is not averaged here.
+  const auto d = t.is_complex() ? std::nullopt : element_type(t.scalar_type());
+  if (d && is_floating(*d)) return *d;
+  throw Error(ErrorCode::InvalidArgument,
+              "DistributedDataParallel: parameter " + name + " has dtype " +
+                  std::string(c10::toString(t.scalar_type())) +
+                  "; gradients of float32, float64, float16 and bfloat16 can be averaged "
+                  "(set requires_grad=false on it to leave it out of the reduction)");
 }
 
 // Note [parameter check]: one allgather of (count, hash of every

@@ -11,6 +11,7 @@
 
 #include "gradwire/communicator.h"
 #include "gradwire/types.h"
+#include "tensors.h"  // current_stream(), shared with optim.cpp and the c10d backend
 
 namespace gradwire::torch::detail {
 
@@ -19,11 +20,6 @@ struct TensorEntry {
   ::torch::Tensor tensor;
   bool buffer = false;
 };
-
-// PyTorch's current stream on `device` (a cudaStream_t as void*; nullptr
-// for host tensors and the default stream): where work on that device's
-// tensors is being enqueued now.
-void* current_stream(const c10::Device& device);
 
 // InvalidArgument unless the tensor is in host memory or on a CUDA device.
 void check_supported_device(Communicator& comm, const TensorEntry& e);

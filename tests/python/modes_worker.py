@@ -1,7 +1,7 @@
 """Collectives with list outputs under torch.inference_mode() and
 torch.no_grad(), and a Work whose copy-out fails (issue: silent wrong
 results under inference_mode; Note [copy-out in the caller's mode] in
-python/src/torch/c10d_backend.cpp). Launched by test_torch_backend.py at
+src/torch/c10d_work.cpp). Launched by test_torch_backend.py at
 world sizes 2 and 3.
 
  * all_gather and all_to_all (the backend gathers into one buffer and copies

@@ -78,8 +78,8 @@ class DistributedDataParallel {
   // Collective over `comm`. Checks that every rank holds the same
   // parameters and buffers (names, shapes, dtypes, devices; Mismatch naming
   // the first difference, thrown on every rank), broadcasts them from rank 0
-  // and registers the hooks. Host (CPU) tensors only: CUDA parameters are
-  // InvalidArgument until the Communicator hands device buffers to NCCL.
+  // and registers the hooks. Host (CPU) and CUDA parameters (CUDA ones get
+  // device Buckets, Note [device Buckets]); other devices are InvalidArgument.
   // Only parameters with requires_grad take part in the reduction.
   // `comm` is borrowed and must outlive this object.
   DistributedDataParallel(std::shared_ptr<::torch::nn::Module> module, Communicator& comm,

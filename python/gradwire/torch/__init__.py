@@ -8,7 +8,13 @@ from Open MPI's variables and, when MASTER_ADDR/MASTER_PORT are unset, rank 0
 picks them and shares them over MPI) and under srun (taken from Slurm's
 variables as gradwire reads them: README "Launching under Slurm"). Every process group, ``new_group``
 included, gets its own gradwire Communicator of exactly the group's ranks,
-bootstrapped through the group's torch store. CPU tensors only for now.
+bootstrapped through the group's torch store. CPU and CUDA tensors: CUDA
+ones go through the Communicator's device path (NCCL, or staged through
+host memory: ``GRADWIRE_DEVICE_PATH``), after PyTorch's current stream.
+
+The backend itself is the libtorch adapter's ``gradwire::torch::Backend``
+(``gradwire/torch/process_group.h``, in libgradwire_torch), which C++
+programs use without Python; this package only registers it.
 
 DDP comm hooks running gradwire's kernels: ``gradwire.torch.hooks``.
 """
@@ -38,7 +44,7 @@ def _fill_env_from_mpirun():
     env.setdefault("LOCAL_WORLD_SIZE", env.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     if "MASTER_PORT" not in env:
         single_host = env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == env["OMPI_COMM_WORLD_SIZE"]
-        addr, port = _C._mpi_rendezvous(env.get("MASTER_ADDR", ""), single_host)
+        addr, port = _C_torch._mpi_rendezvous(env.get("MASTER_ADDR", ""), single_host)
         env.setdefault("MASTER_ADDR", addr)
         env["MASTER_PORT"] = str(port)
 
@@ -109,11 +115,11 @@ def _create(store, rank, size, timeout):
 
 
 if BACKEND not in dist.Backend.backend_list:
-    # "cuda" is listed so CUDA tensors reach us and get a clear error (the
-    # NCCL transport is pending) instead of "no backend for device cuda".
+    # One backend for both devices (Note [CUDA tensors in the backend] in
+    # src/torch/c10d_work.cpp).
     dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
 _fill_env_from_mpirun()
 _fill_env_from_slurm()
-# Note [communicators at exit] (python/src/torch/c10d_backend.cpp): close the
+# Note [communicators at exit] (src/torch/c10d_backend.cpp): close the
 # communicators of groups still alive while the interpreter is whole.
 atexit.register(_C_torch._shutdown_all)

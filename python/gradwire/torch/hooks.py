@@ -7,9 +7,10 @@ hooks, same signature and state (the process group, or None for the world)::
     ddp.register_comm_hook(state=None, hook=hooks.fp16_compress_hook)
 
 The bucket is cast to 16 bits and divided by the world size by gradwire's
-CPU kernels (kernels/cpu/reduce.h: each element rounded once, as torch's
-hook does with ``.to(float16).div_(n)``), reduced in 16 bits through the
-group's backend (gradwire's or any other), and widened back by the kernels.
+CPU kernels (``gradwire::torch::compress`` in gradwire/torch/c10d_hooks.h:
+each element rounded once, as torch's hook does with
+``.to(float16).div_(n)``), reduced in 16 bits through the group's backend
+(gradwire's or any other), and widened back by the kernels.
 
 PowerSGD, like torch's ``powerSGD_hook`` (same state options), running
 gradwire's C++ implementation (src/compress/powersgd.cpp: the two

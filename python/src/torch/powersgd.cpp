@@ -2,29 +2,24 @@
 // gradwire's PowerSGD (src/compress/powersgd.cpp) as a torch DDP comm hook:
 // gradwire.torch.hooks.powerSGD_hook hands each GradBucket here. The bucket
 // runs through the same C++ hook the C++ Reducer uses, on the group's
-// gradwire Communicator, and the result comes back as a torch Future.
-//
-// Scaling: torch's DDP does not divide a bucket when a comm hook is
-// registered; gradwire's hook expects the Reducer's division folded in
-// (Note at the top of powersgd.cpp), so the bucket is divided here first.
+// gradwire Communicator (gradwire::torch::run_comm_hook, which also divides
+// the bucket by the world size first), and the result comes back as a
+// torch Future.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
 #include <vector>
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
-#include "backend.h"
-#include "gradwire/device_stream.h"
 #include "gradwire/compress.h"
-#include "gradwire/error.h"
 #include "gradwire/reducer.h"
+#include "gradwire/torch/c10d_hooks.h"
+#include "gradwire/torch/process_group.h"
+#include "module.h"
 
 namespace gradwire::python {
-
-namespace py = pybind11;
 
 namespace {
 
@@ -34,22 +29,10 @@ struct PowerSGDHookState {
   CommHook hook;
 };
 
-void check_bucket(const at::Tensor& buffer) {
-  const bool placed = buffer.device().is_cpu() || buffer.device().is_cuda();
-  if (buffer.scalar_type() != at::kFloat || !placed || !buffer.is_contiguous()) {
-    throw Error(ErrorCode::InvalidArgument,
-                "gradwire powerSGD_hook: the bucket is a " +
-                    std::string(c10::toString(buffer.scalar_type())) + " tensor on " +
-                    buffer.device().str() +
-                    "; gradwire's PowerSGD takes contiguous float32 CPU or CUDA buckets");
-  }
-}
-
-// PyTorch's current stream on a CUDA bucket's device (nullptr on the CPU):
-// where the bucket's contents become ready and the hook's GPU work goes.
-void* bucket_stream(const at::Tensor& t) {
-  if (!t.is_cuda()) return nullptr;
-  return c10::impl::getDeviceGuardImpl(t.device().type())->getStream(t.device()).native_handle();
+// A torch.futures.Future (the Python object) over `future`. Call with the
+// GIL held.
+py::object python_future(c10::intrusive_ptr<c10::ivalue::Future> future) {
+  return py::cast(std::make_shared<::torch::jit::PythonFutureWrapper>(std::move(future)));
 }
 
 }  // namespace
@@ -92,45 +75,15 @@ void register_powersgd(py::module_& m) {
   // communicator, return a Future of the averaged bucket.
   m.def(
       "_powersgd_bucket",
-      [](PowerSGDHookState& s, GradwireBackend& backend, at::Tensor buffer,
+      [](PowerSGDHookState& s, gradwire::torch::Backend& backend, at::Tensor buffer,
          const std::vector<std::vector<int64_t>>& shapes, size_t index, uint64_t step) {
-        check_bucket(buffer);
-        Communicator& comm = backend.communicator();
-        std::vector<size_t> gradients;
-        std::vector<BucketContext::Tensor> tensors;
-        size_t offset = 0;
-        for (const auto& shape : shapes) {
-          BucketContext::Tensor t;
-          t.offset = offset;
-          t.elements = 1;
-          for (int64_t d : shape) t.elements *= size_t(d);
-          t.rows = shape.empty() ? t.elements : size_t(shape[0]);
-          t.cols = t.rows ? t.elements / t.rows : 0;
-          offset += t.elements;
-          gradients.push_back(gradients.size());
-          tensors.push_back(t);
+        c10::intrusive_ptr<c10::ivalue::Future> future;
+        {
+          py::gil_scoped_release nogil;
+          future = gradwire::torch::run_comm_hook(s.hook, backend.communicator(), buffer, shapes,
+                                                  index, step, "gradwire powerSGD_hook");
         }
-        if (offset != size_t(buffer.numel())) {
-          throw Error(ErrorCode::InvalidArgument,
-                      "gradwire powerSGD_hook: the bucket's gradients hold " +
-                          std::to_string(offset) + " elements, its buffer " +
-                          std::to_string(buffer.numel()));
-        }
-        py::gil_scoped_release nogil;
-        buffer.div_(comm.size());  // on the current stream for a CUDA bucket
-        std::vector<std::byte> scratch;  // PowerSGD keeps its own buffers
-        const int device = buffer.is_cuda() ? int(buffer.device().index()) : -1;
-        void* stream = bucket_stream(buffer);
-        // A CUDA bucket: PowerSGD on the device (Note [where PowerSGD's
-        // buffers live]); its collectives follow the current stream. The
-        // Work completes once the GPU is done, so the future's value is
-        // readable by any stream.
-        DeviceStreamScope scope(stream);
-        BucketContext ctx(comm, step, index, DataType::Float32, offset, buffer.data_ptr(), 0,
-                          offset, false, gradients, tensors, &scratch, device, stream);
-        Work w = s.hook(ctx);
-        py::gil_scoped_acquire gil;
-        return future_of(std::move(w), buffer);
+        return python_future(std::move(future));
       },
       py::arg("state"), py::arg("backend"), py::arg("buffer"), py::arg("shapes"),
       py::arg("index"), py::arg("step"));

@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "rendezvous.h"
+#include "group_rendezvous.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -16,8 +16,10 @@
 #include <utility>
 
 #include "gradwire/error.h"
+#include "gradwire/torch/process_group.h"
 
-namespace gradwire::python {
+namespace gradwire::torch {
+namespace detail {
 
 namespace {
 
@@ -140,4 +142,22 @@ std::unique_ptr<Communicator> create_at(const Options& options, int rank, int si
       options, Rendezvous::tcp(host, uint16_t(port), rank, size, std::move(job_secret)));
 }
 
-}  // namespace gradwire::python
+}  // namespace detail
+
+std::pair<std::string, int> mpi_master_address(const std::string& master_addr, bool single_host) {
+  using namespace detail;
+  auto world = Communicator::create();
+  char blob[256] = {};
+  if (world->rank() == 0) {
+    std::string host = master_addr;
+    if (host.empty()) host = single_host ? "127.0.0.1" : reachable_address("8.8.8.8");
+    const std::string text = host + " " + std::to_string(free_port(host));
+    text.copy(blob, sizeof blob - 1);
+  }
+  world->broadcast(blob, blob, sizeof blob, DataType::UInt8, 0).wait();
+  const std::string text(blob);
+  const auto space = text.find(' ');
+  return {text.substr(0, space), std::stoi(text.substr(space + 1))};
+}
+
+}  // namespace gradwire::torch

@@ -3,29 +3,22 @@
 // (send/recv, so isend/irecv and batch_isend_irecv), reduce, gather,
 // scatter, the coalesced allreduce and allgather, and monitored_barrier.
 // Each is a thin adapter over one Communicator call.
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "backend.h"
 #include "c10d_helpers.h"
 #include "gradwire/device_stream.h"
 #include "gradwire/error.h"
+#include "gradwire/torch/process_group.h"
 
-namespace gradwire::python {
+namespace gradwire::torch {
+
+using namespace detail;
 
 namespace {
-
-// The tensors as one flat buffer (a copy), in order.
-at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> views;
-  views.reserve(tensors.size());
-  for (const auto& t : tensors) views.push_back(t.reshape({-1}));
-  return at::cat(views);
-}
 
 void same_kind(const std::vector<at::Tensor>& tensors, const std::string& what) {
   for (const auto& t : tensors) {
@@ -42,8 +35,8 @@ void same_kind(const std::vector<at::Tensor>& tensors, const std::string& what) 
 
 // Note [point-to-point] in src/runtime/p2p.h. CUDA tensors go through a
 // host copy: the Communicator's messages are host memory for now.
-c10::intrusive_ptr<c10d::Work> GradwireBackend::send(std::vector<at::Tensor>& tensors,
-                                                     int dst, int tag) {
+c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors,
+                                             int dst, int tag) {
   const auto comm = live("send");
   const std::string what = name(*comm, "send");
   const at::Tensor& t = single(tensors, what);
@@ -53,8 +46,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::send(std::vector<at::Tensor>& te
   return make_work(rank_, c10d::OpType::SEND, std::move(w), {}, {host});
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::recv(std::vector<at::Tensor>& tensors,
-                                                     int src, int tag) {
+c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors,
+                                             int src, int tag) {
   const auto comm = live("recv");
   const std::string what = name(*comm, "recv");
   const at::Tensor& t = single(tensors, what);
@@ -69,8 +62,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::recv(std::vector<at::Tensor>& te
                    [out, host]() mutable { out.copy_(host); });
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::recvAnysource(std::vector<at::Tensor>& tensors,
-                                                              int tag) {
+c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                      int tag) {
   const auto comm = live("recv");
   const std::string what = name(*comm, "recv");
   const at::Tensor& t = single(tensors, what);
@@ -83,8 +76,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::recvAnysource(std::vector<at::Te
   return make_recv_any_work(rank_, std::move(w), {t}, source, std::move(finish));
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce(std::vector<at::Tensor>& tensors,
-                                                       const c10d::ReduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
+                                               const c10d::ReduceOptions& opts) {
   const auto comm = live("reduce");
   const std::string what = name(*comm, "reduce");
   const at::Tensor& t = single(tensors, what);
@@ -97,7 +90,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::reduce(std::vector<at::Tensor>& 
   return make_work(rank_, c10d::OpType::REDUCE, std::move(w), tensors, tensors);
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::gather(
+c10::intrusive_ptr<c10d::Work> Backend::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const auto comm = live("gather");
@@ -113,28 +106,16 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::gather(
     auto w = comm->gather(in.data_ptr(), nullptr, count_of(in), to_dtype(in, what), root);
     return make_work(rank_, c10d::OpType::GATHER, std::move(w), {}, {in});
   }
-  if (outputs.size() != 1 || outputs[0].size() != size_t(size_)) {
-    invalid(what + ": the root expects one list of " + std::to_string(size_) + " output tensors");
-  }
-  for (auto& o : outputs[0]) {
-    check_tensor(o, what);
-    same_dtype(in, o, what);
-    numel_is(o, in.numel(), what, "an output tensor (like the input)");
-  }
-  // Gathered into one buffer, copied out as the Work completes.
-  at::Tensor flat = at::empty({in.numel() * size_}, in.options());
-  auto w = comm->gather(in.data_ptr(), flat.data_ptr(), count_of(in), to_dtype(in, what), root);
-  std::vector<at::Tensor> outs = outputs[0];
-  auto finish = [flat, outs, n = in.numel()]() mutable {
-    for (size_t r = 0; r < outs.size(); ++r) {
-      outs[r].view({-1}).copy_(flat.narrow(0, int64_t(r) * n, n));
-    }
-  };
-  return make_work(rank_, c10d::OpType::GATHER, std::move(w), outs, {in, flat},
-                   std::move(finish));
+  // Gathered into one buffer, copied out as the Work completes (Note
+  // [list staging]).
+  Staged out = stage_outputs(outputs, in, size_, what, /*root=*/true);
+  auto w = comm->gather(in.data_ptr(), out.flat.data_ptr(), count_of(in), to_dtype(in, what),
+                        root);
+  return make_work(rank_, c10d::OpType::GATHER, std::move(w), out.list, {in, out.flat},
+                   unpack(out.flat, out.list));
 }
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::scatter(
+c10::intrusive_ptr<c10d::Work> Backend::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const auto comm = live("scatter");
@@ -149,15 +130,8 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::scatter(
     auto w = comm->scatter(nullptr, out.data_ptr(), count_of(out), to_dtype(out, what), root);
     return make_work(rank_, c10d::OpType::SCATTER, std::move(w), {out}, {out});
   }
-  if (inputs.size() != 1 || inputs[0].size() != size_t(size_)) {
-    invalid(what + ": the root expects one list of " + std::to_string(size_) + " input tensors");
-  }
-  for (auto& i : inputs[0]) {
-    check_tensor(i, what);
-    same_dtype(i, out, what);
-    numel_is(i, out.numel(), what, "an input tensor (like the output)");
-  }
-  at::Tensor flat = flatten(inputs[0]);
+  // Note [list staging]
+  const at::Tensor flat = stage_inputs(inputs, out, size_, what, /*root=*/true).flat;
   auto w = comm->scatter(flat.data_ptr(), out.data_ptr(), count_of(out), to_dtype(out, what),
                          root);
   return make_work(rank_, c10d::OpType::SCATTER, std::move(w), {out}, {flat, out});
@@ -165,31 +139,23 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::scatter(
 
 // One allreduce over the tensors laid end to end, as Gloo's
 // allreduce_coalesced: the same dtype and device for all.
-c10::intrusive_ptr<c10d::Work> GradwireBackend::allreduce_coalesced(
+c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const auto comm = live("allreduce_coalesced");
   const std::string what = name(*comm, "allreduce_coalesced");
   if (tensors.empty()) invalid(what + ": no tensors");
   same_kind(tensors, what);
-  at::Tensor flat = flatten(tensors);
+  at::Tensor flat = pack(tensors, tensors[0].options());  // Note [list staging]
   DeviceStreamScope scope(current_stream(flat));
   auto w = comm->allreduce(flat.data_ptr(), flat.data_ptr(), count_of(flat),
                            to_dtype(flat, what), to_op(opts.reduceOp, flat, what));
-  std::vector<at::Tensor> outs = tensors;
-  auto finish = [flat, outs]() mutable {
-    int64_t at = 0;
-    for (auto& t : outs) {
-      t.view({-1}).copy_(flat.narrow(0, at, t.numel()));
-      at += t.numel();
-    }
-  };
-  return make_work(rank_, c10d::OpType::ALLREDUCE_COALESCED, std::move(w), outs, {flat},
-                   std::move(finish));
+  return make_work(rank_, c10d::OpType::ALLREDUCE_COALESCED, std::move(w), tensors, {flat},
+                   unpack(flat, tensors));
 }
 
 // outputs[r][i] receives rank r's inputs[i]: one allgather of every rank's
 // inputs laid end to end.
-c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather_coalesced(
+c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
   const auto comm = live("allgather_coalesced");
@@ -211,24 +177,17 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather_coalesced(
       numel_is(list[i], inputs[i].numel(), what, "an output tensor (like its input)");
     }
   }
-  at::Tensor flat_in = flatten(inputs);
-  const int64_t total = flat_in.numel();
-  at::Tensor flat_out = at::empty({total * size_}, flat_in.options());
+  // Note [list staging]: every rank's inputs end to end, and the lists of
+  // outputs, rank after rank, end to end.
+  at::Tensor flat_in = pack(inputs, inputs[0].options());
+  std::vector<at::Tensor> flat_outs;
+  for (auto& list : outputs) flat_outs.insert(flat_outs.end(), list.begin(), list.end());
+  at::Tensor flat_out = staging_for(flat_outs, flat_in.options());
   DeviceStreamScope scope(current_stream(flat_in));
   auto w = comm->allgather(flat_in.data_ptr(), flat_out.data_ptr(), count_of(flat_out),
                            to_dtype(flat_in, what));
-  std::vector<at::Tensor> flat_outs;
-  for (auto& list : outputs) flat_outs.insert(flat_outs.end(), list.begin(), list.end());
-  auto finish = [flat_out, flat_outs, total]() mutable {
-    int64_t at = 0;
-    for (auto& t : flat_outs) {
-      t.view({-1}).copy_(flat_out.narrow(0, at, t.numel()));
-      at += t.numel();
-    }
-    (void)total;
-  };
   return make_work(rank_, c10d::OpType::ALLGATHER_COALESCED, std::move(w), flat_outs,
-                   {flat_in, flat_out}, std::move(finish));
+                   {flat_in, flat_out}, unpack(flat_out, flat_outs));
 }
 
 // Note [monitored barrier]: Gloo's semantics and words. Every rank but 0
@@ -236,7 +195,7 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::allgather_coalesced(
 // `timeout` for the reports and names the ranks that did not come (the
 // first, or all with wait_all_ranks). A failure leaves the late ranks'
 // messages posted; the process group is not meant to be used after it.
-void GradwireBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+void Backend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   const auto comm = live("monitored_barrier");
   constexpr uint32_t kReportTag = 0xfffffff0u, kAckTag = 0xfffffff1u;
   auto timeout = opts.timeout;
@@ -293,4 +252,4 @@ void GradwireBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
   for (auto& a : acks) a.wait();
 }
 
-}  // namespace gradwire::python
+}  // namespace gradwire::torch

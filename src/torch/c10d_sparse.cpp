@@ -15,13 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
 #include "c10d_helpers.h"
 #include "gradwire/error.h"
+#include "gradwire/torch/process_group.h"
 
-namespace gradwire::python {
+namespace gradwire::torch {
 
-c10::intrusive_ptr<c10d::Work> GradwireBackend::sparse_allreduce(
+using namespace detail;
+
+c10::intrusive_ptr<c10d::Work> Backend::sparse_allreduce(
     at::Tensor& t, const c10d::AllreduceOptions& opts, Communicator& comm,
     const std::string& what) {
   if (to_op(opts.reduceOp, what) != ReduceOp::Sum) {
@@ -84,4 +86,4 @@ c10::intrusive_ptr<c10d::Work> GradwireBackend::sparse_allreduce(
   return make_work(rank_, c10d::OpType::ALLREDUCE, std::move(last), {t}, {t});
 }
 
-}  // namespace gradwire::python
+}  // namespace gradwire::torch

@@ -1,7 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Bringing up a Communicator for a group whose members already share some
-// other rendezvous (torch.distributed's store, or mpirun), through gradwire's
-// own torchrun-style TCP store (Note [group bootstrap]).
+// other rendezvous (a c10d store, or mpirun), through gradwire's own
+// torchrun-style TCP store (Note [group bootstrap]). Used by
+// Backend::create (c10d_backend.cpp) and mpi_master_address.
 #pragma once
 
 #include <memory>
@@ -9,7 +10,7 @@
 
 #include "gradwire/communicator.h"
 
-namespace gradwire::python {
+namespace gradwire::torch::detail {
 
 // An IPv4 address of this host that the other ranks can reach: 127.0.0.1
 // when `peer_host` is a loopback name or empty, else the address of the
@@ -47,4 +48,4 @@ std::unique_ptr<Communicator> create_at(const Options& options, int rank, int si
                                         const std::string& host, int port,
                                         const std::string& secret = {});
 
-}  // namespace gradwire::python
+}  // namespace gradwire::torch::detail
