@@ -104,7 +104,7 @@ int main(int argc, char** argv) try {
     if (mode == "powersgd") {
       gradwire::PowerSGDOptions po;
       po.matrix_approximation_rank = rank_r;
-      po.start_powerSGD_iter = 5;
+      po.start_powersgd_iter = 5;
       psgd = std::make_shared<gradwire::PowerSGDState>(po);
       o.comm_hook = gradwire::powersgd_hook(psgd);
     }

@@ -149,7 +149,7 @@ int main(int argc, char** argv) try {
     // committed and restored with the model.
     gradwire::PowerSGDOptions po;
     po.matrix_approximation_rank = args.powersgd_rank;
-    po.start_powerSGD_iter = args.powersgd_start;
+    po.start_powersgd_iter = args.powersgd_start;
     po.random_seed = args.seed;
     options.powersgd = std::make_shared<gradwire::PowerSGDState>(po);
     options.ddp.comm_hook = gradwire::powersgd_hook(options.powersgd);

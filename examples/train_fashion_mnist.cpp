@@ -253,7 +253,7 @@ int main(int argc, char** argv) try {
     if (args.compression == "powersgd") {
       gradwire::PowerSGDOptions po;
       po.matrix_approximation_rank = args.powersgd_rank;
-      po.start_powerSGD_iter = powersgd_start;
+      po.start_powersgd_iter = powersgd_start;
       po.min_compression_rate = args.powersgd_min_rate;
       po.random_seed = args.seed;
       powersgd = std::make_shared<gradwire::PowerSGDState>(po);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gradwire/checkpoint.h"
+#include "gradwire/digest.h"
 
 namespace training_state {
 

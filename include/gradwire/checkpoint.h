@@ -82,8 +82,4 @@ GRADWIRE_API void save_checkpoint(Communicator& comm, const std::string& dir, ui
 // malformed manifest or shard (Protocol).
 GRADWIRE_API std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::string& dir);
 
-// SHA-256 of `bytes` as 64 lowercase hex digits (for state digests in logs
-// and tests).
-GRADWIRE_API std::string sha256_hex(std::string_view bytes);
-
 }  // namespace gradwire

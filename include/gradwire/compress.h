@@ -44,21 +44,21 @@ namespace gradwire {
 // With one rank there is nothing to exchange: run() leaves data untouched.
 class GRADWIRE_API OneBitAllreduce {
  public:
-  // device >= 0: data and the error buffers live on that CUDA device; the
-  // compression runs there (the same formulas and wire layout) and the
-  // collectives take the device path (NCCL or staged).
-  OneBitAllreduce(Communicator& comm, size_t count, int device = -1);
+  // A CUDA device: data and the error buffers live there; the compression
+  // runs there (the same formulas and wire layout) and the collectives take
+  // the device path (NCCL or staged).
+  OneBitAllreduce(Communicator& comm, size_t count, Device device = Device::host());
   ~OneBitAllreduce();
   OneBitAllreduce(OneBitAllreduce&&) noexcept;
   OneBitAllreduce& operator=(OneBitAllreduce&&) noexcept;
 
   // Synchronous: data (count float32) <- compressed average over ranks. On a
-  // device, the work is enqueued on `stream` (a cudaStream_t; nullptr: the
-  // legacy default stream), which may go on using `data` at once.
-  void run(float* data, void* stream = nullptr);
+  // device, the work is enqueued on `stream` (Stream{}: the legacy default
+  // stream), which may go on using `data` at once.
+  void run(float* data, Stream stream = {});
 
   size_t count() const;
-  int device() const;  // -1: host memory
+  Device device() const;
   // Bytes this rank sent in one run() (alltoall + allgather payloads).
   size_t wire_bytes() const;
   // This rank's error buffers: count elements (worker), and the chunk this
@@ -118,15 +118,15 @@ class GRADWIRE_API OneBitOptimizer {
   OneBitOptimizer(const OneBitOptimizer&) = delete;
   OneBitOptimizer& operator=(const OneBitOptimizer&) = delete;
 
-  // params and grad: count() float32 in the memory of device() (host memory
-  // for -1); grad is this rank's local, unaveraged gradient and is used as
-  // scratch (its contents are undefined afterwards). On a device the work
-  // is enqueued on `stream` (a cudaStream_t; nullptr: the legacy default
-  // stream) and the collectives wait for it; the step returns once they are
-  // done, with the update enqueued after them. Every rank must call step()
-  // with the same count, in the same order.
-  void step(float* params, float* grad, void* stream = nullptr);
-  int device() const;  // -1: host memory
+  // params and grad: count() float32 in the memory of device(); grad is
+  // this rank's local, unaveraged gradient and is used as scratch (its
+  // contents are undefined afterwards). On a device the work is enqueued on
+  // `stream` (Stream{}: the legacy default stream) and the collectives wait
+  // for it; the step returns once they are done, with the update enqueued
+  // after them. Every rank must call step() with the same count, in the
+  // same order.
+  void step(float* params, float* grad, Stream stream = {});
+  Device device() const;
 
   OneBitOptions& options();  // the shared part of the derived class's options()
   uint64_t steps() const;       // completed steps
@@ -138,6 +138,8 @@ class GRADWIRE_API OneBitOptimizer {
   void load_state(std::string_view state);
   void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
 
+  // Opaque (src/compress/onebit_optimizers.cpp): Adam's and LAMB's math
+  // derive from it there.
   class Impl;
 
  protected:
@@ -157,10 +159,11 @@ struct GRADWIRE_API OneBitAdamOptions : OneBitOptions {};
 // bits everywhere).
 class GRADWIRE_API OneBitAdam : public OneBitOptimizer {
  public:
-  // device >= 0: params, grad and the optimizer's state live on that CUDA
-  // device (Note [1-bit optimizers on a device] in
-  // src/compress/onebit_optimizers.cpp); the state saves in one format.
-  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {}, int device = -1);
+  // A CUDA device: params, grad and the optimizer's state live there (Note
+  // [1-bit optimizers on a device] in src/compress/onebit_optimizers.cpp);
+  // the state saves in one format.
+  OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options = {},
+             Device device = Device::host());
   ~OneBitAdam() override;
 
   OneBitAdamOptions& options();
@@ -193,10 +196,10 @@ struct GRADWIRE_API OneBitLambOptions : OneBitOptions {
 // `layer_sizes`, in order; the scaling coefficients are per layer).
 class GRADWIRE_API OneBitLamb : public OneBitOptimizer {
  public:
-  // device >= 0: as OneBitAdam's, with the default (live-coefficient,
+  // A CUDA device: as OneBitAdam's, with the default (live-coefficient,
   // preconditioned) variant only: InvalidArgument otherwise.
   OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes, OneBitLambOptions options = {},
-             int device = -1);
+             Device device = Device::host());
   ~OneBitLamb() override;
 
   OneBitLambOptions& options();
@@ -206,11 +209,12 @@ class GRADWIRE_API OneBitLamb : public OneBitOptimizer {
 
 // ---------------------------------------------------------------- PowerSGD
 
-// The options of PyTorch's powerSGD_hook.PowerSGDState, same names.
+// The options of PyTorch's powerSGD_hook.PowerSGDState, same names but in
+// snake case (Python keeps torch's start_powerSGD_iter keyword).
 struct GRADWIRE_API PowerSGDOptions {
   size_t matrix_approximation_rank = 1;
   // Synchronised steps with plain allreduce before compression starts.
-  uint64_t start_powerSGD_iter = 1000;
+  uint64_t start_powersgd_iter = 1000;
   // A tensor is compressed when (rows + cols) * rank * min_compression_rate <
   // rows * cols; the others (and 1-D tensors) are allreduced uncompressed.
   double min_compression_rate = 2.0;
@@ -244,10 +248,10 @@ class GRADWIRE_API PowerSGDState {
   // OneBitAllreduce::reset_error_feedback.
   void reset_error_feedback();
 
-  class Impl;
-  Impl& impl() { return *impl_; }
-
  private:
+  class Impl;
+  // The hook runs the state's steps (src/compress/powersgd.cpp).
+  friend GRADWIRE_API CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -256,7 +260,7 @@ class GRADWIRE_API PowerSGDState {
 // P (together with the uncompressed tensors), orthonormalise P, Q = M^T P,
 // allreduce Q, M = P Q^T, error = input - result. Two allreduces per Bucket.
 // Gradients need their shape (GradientInfo::shape; matrices are viewed as
-// shape[0] x rest). Other dtypes, and steps before start_powerSGD_iter, use
+// shape[0] x rest). Other dtypes, and steps before start_powersgd_iter, use
 // allreduce_hook(). Host and CUDA Buckets: on a device Bucket every product,
 // the orthonormalisation and the error feedback run on the GPU (our own
 // kernels, kernels/cuda/lowrank.cu) and both allreduces take the device

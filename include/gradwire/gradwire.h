@@ -5,6 +5,7 @@
 
 #include "gradwire/communicator.h"
 #include "gradwire/device_stream.h"
+#include "gradwire/digest.h"
 #include "gradwire/elastic.h"
 #include "gradwire/error.h"
 #include "gradwire/options.h"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gradwire/communicator.h"
+#include "gradwire/device_stream.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
 
@@ -34,7 +35,7 @@ namespace gradwire {
 struct GRADWIRE_API GradientSpec {
   size_t elements = 0;
   DataType dtype = DataType::Float32;
-  int device = -1;  // -1: host memory; >= 0: accelerator device id
+  Device device;  // host memory, or a CUDA device
 };
 
 struct GRADWIRE_API BucketCaps {
@@ -50,7 +51,7 @@ struct GRADWIRE_API PlannedBucket {
   std::vector<size_t> offsets;    // element offset of each in the flat Bucket
   size_t elements = 0;            // total elements of the Bucket
   DataType dtype = DataType::Float32;
-  int device = -1;
+  Device device;
 };
 
 struct GRADWIRE_API BucketPlan {
@@ -124,13 +125,13 @@ class GRADWIRE_API BucketContext {
   };
   const std::vector<Tensor>& tensors;
 
-  // Where the Bucket lives: -1 host memory, else the CUDA device (Note
-  // [device Buckets] in src/reducer/device.h). For a device Bucket, `buffer`
-  // and `result` are device pointers, the hook runs under
-  // DeviceStreamScope(stream), and `stream` (a cudaStream_t) is where the
-  // Bucket's contents become ready: device work of the hook goes there.
-  const int device;
-  void* const stream;
+  // Where the Bucket lives: host memory, or a CUDA device (Note [device
+  // Buckets] in src/reducer/device.h). For a device Bucket, `buffer` and
+  // `result` are device pointers, the hook runs under
+  // DeviceStreamScope(stream), and `stream` is where the Bucket's contents
+  // become ready: device work of the hook goes there.
+  const Device device;
+  const Stream stream;
 
   // Host memory that belongs to this Bucket, kept across steps (grown as
   // needed), valid until the Work completes: where compression hooks put
@@ -140,11 +141,27 @@ class GRADWIRE_API BucketContext {
   // a host Bucket).
   void* device_scratch(size_t bytes);
 
-  BucketContext(Communicator& comm, uint64_t step, size_t index, DataType dtype, size_t count,
-                void* buffer, size_t result_offset, size_t result_count, bool sharded,
-                const std::vector<size_t>& gradients, const std::vector<Tensor>& tensors,
-                std::vector<std::byte>* scratch, int device = -1, void* stream = nullptr,
-                std::function<void*(size_t)> device_scratch = {});
+  // What the Reducer (or an adapter running a hook on buckets of its own)
+  // fills in, by name: BucketContext({.comm = &comm, .count = n, ...}).
+  struct Args {
+    Communicator* comm = nullptr;
+    uint64_t step = 0;
+    size_t index = 0;
+    DataType dtype = DataType::Float32;
+    size_t count = 0;
+    void* buffer = nullptr;
+    size_t result_offset = 0;  // the result: the whole Bucket (0, count) or the shard
+    size_t result_count = 0;
+    bool sharded = false;
+    const std::vector<size_t>* gradients = nullptr;  // required
+    const std::vector<Tensor>* tensors = nullptr;    // required
+    std::vector<std::byte>* scratch = nullptr;       // backs scratch(); required
+    Device device;
+    Stream stream;
+    std::function<void*(size_t)> device_scratch;  // backs device_scratch() on a device
+  };
+  // InvalidArgument if a required pointer is null.
+  explicit BucketContext(const Args& args);
 
  private:
   std::vector<std::byte>* scratch_;
@@ -175,9 +192,9 @@ GRADWIRE_API CommHook bf16_compress_hook();
 struct GRADWIRE_API GradientInfo {
   size_t elements = 0;
   DataType dtype = DataType::Float32;  // a floating dtype; integers: InvalidArgument
-  // -1: host memory; >= 0: the CUDA device (Note [device Buckets] in
+  // Host memory, or a CUDA device (Note [device Buckets] in
   // src/reducer/device.h; all device gradients of a Reducer on one device).
-  int device = -1;
+  Device device;
   std::string name;                    // used in error messages
   // The tensor's shape (product == elements), for hooks that treat
   // gradients as matrices (PowerSGD views one as shape[0] x the rest).
@@ -276,13 +293,12 @@ class GRADWIRE_API Reducer {
   // on passes skipped by sync_every_k_steps.
   void mark_ready(size_t i, void* grad);
   void mark_ready(size_t i);
-  // For device gradients: `stream` (a cudaStream_t; nullptr: the legacy
-  // default stream) is the stream `grad` was produced on, e.g. autograd's
-  // current stream in the hook; the copy into the Bucket is enqueued there
-  // and the host does not wait for it. grad == nullptr reads the registered
-  // buffer or the bucket view, like mark_ready(i). Host gradients ignore
-  // `stream`.
-  void mark_ready(size_t i, void* grad, void* stream);
+  // For device gradients: `stream` (Stream{}: the legacy default stream) is
+  // the stream `grad` was produced on, e.g. autograd's current stream in the
+  // hook; the copy into the Bucket is enqueued there and the host does not
+  // wait for it. grad == nullptr reads the registered buffer or the bucket
+  // view, like mark_ready(i). Host gradients ignore `stream`.
+  void mark_ready(size_t i, void* grad, Stream stream);
   // Gradient i got no gradient on this rank this step: it contributes zeros
   // (requires find_unused_parameters). finalize() does this for every
   // gradient left unmarked; an adapter that finds unused parameters early
@@ -298,10 +314,10 @@ class GRADWIRE_API Reducer {
   // parameters. A no-op on passes that do not synchronise.
   void finalize();
   // For device Buckets: the write-back of the averages is enqueued on
-  // `stream` (a cudaStream_t; nullptr: the legacy default stream), so work
-  // later enqueued there (the optimizer) reads finished gradients. finalize()
-  // is finalize(nullptr).
-  void finalize(void* stream);
+  // `stream` (Stream{}: the legacy default stream), so work later enqueued
+  // there (the optimizer) reads finished gradients. finalize() is
+  // finalize(Stream{}).
+  void finalize(Stream stream);
 
   // RAII: while alive, backward passes accumulate locally (mark_ready does
   // nothing, finalize() returns at once); the next synchronised step reduces
@@ -370,9 +386,8 @@ class GRADWIRE_API Reducer {
   const StepStats& last_step_stats() const;
   size_t size() const;  // number of gradients
 
-  class Impl;
-
  private:
+  class Impl;  // src/reducer/reducer_impl.h
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elem.h"
 

@@ -69,19 +69,19 @@ void bind_common(py::class_<Holder<Opt>>& cls) {
           [](Holder<Opt>& h, uintptr_t params, uintptr_t grad, float lr, uintptr_t stream) {
             // gradwire.torch.optim on CUDA parameters: the flat buffers'
             // device addresses (torch's data_ptr()) and the current stream.
-            if (h.opt->device() < 0) {
+            if (h.opt->device().is_host()) {
               throw Error(ErrorCode::InvalidArgument,
                           "_step_device: this optimizer was made for host memory (device=-1)");
             }
             h.opt->options().lr = lr;
             py::gil_scoped_release nogil;
             h.opt->step(reinterpret_cast<float*>(params), reinterpret_cast<float*>(grad),
-                        reinterpret_cast<void*>(stream));
+                        Stream(reinterpret_cast<void*>(stream)));
           },
           py::arg("params"), py::arg("grad"), py::arg("lr"), py::arg("stream"),
           "One step on flat float32 CUDA buffers given by address, on `stream` "
           "(a cudaStream_t as an integer); for optimizers made with device >= 0.")
-      .def_property_readonly("device", [](const Holder<Opt>& h) { return h.opt->device(); })
+      .def_property_readonly("device", [](const Holder<Opt>& h) { return h.opt->device().index(); })
       .def_property_readonly("steps", [](const Holder<Opt>& h) { return h.opt->steps(); })
       .def_property_readonly("compressing", [](const Holder<Opt>& h) { return h.opt->compressing(); })
       .def_property_readonly("last_wire_bytes",
@@ -121,7 +121,8 @@ void register_compress(py::module_& m) {
         OneBitAdamOptions o;
         set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
                    precondition_compression, momentum_clip);
-        auto opt = std::make_unique<OneBitAdam>(*comm, count, o, device);
+        // -1: host memory (Device::cuda of a negative index is the host).
+        auto opt = std::make_unique<OneBitAdam>(*comm, count, o, Device::cuda(device));
         return AdamH{std::move(comm), std::move(opt)};
       },
       py::arg("count"), OneBitAdamOptions{});
@@ -140,7 +141,7 @@ void register_compress(py::module_& m) {
         set_common(o, beta1, beta2, eps, weight_decay, freeze_step, bias_correction,
                    precondition_compression, momentum_clip);
         o.live_coefficients = live_coefficients;
-        auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o, device);
+        auto opt = std::make_unique<OneBitLamb>(*comm, std::move(layers), o, Device::cuda(device));
         return LambH{std::move(comm), std::move(opt)};
       },
       py::arg("layer_sizes"), OneBitLambOptions{},

@@ -86,8 +86,8 @@ Options make_options(std::optional<double> timeout, std::optional<std::string> p
     }
     o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(*timeout * 1000)));
   }
-  if (provider) o.provider = *provider;
-  if (iface) o.iface = *iface;
+  if (provider) o.transport.provider = *provider;
+  if (iface) o.transport.iface = *iface;
   return o;
 }
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire {
 

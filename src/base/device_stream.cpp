@@ -5,13 +5,13 @@
 namespace gradwire {
 
 namespace {
-thread_local void* t_stream = nullptr;
+thread_local Stream t_stream;
 }  // namespace
 
-DeviceStreamScope::DeviceStreamScope(void* stream) noexcept : previous_(t_stream) {
+DeviceStreamScope::DeviceStreamScope(Stream stream) noexcept : previous_(t_stream) {
   t_stream = stream;
 }
 DeviceStreamScope::~DeviceStreamScope() { t_stream = previous_; }
-void* DeviceStreamScope::current() noexcept { return t_stream; }
+Stream DeviceStreamScope::current() noexcept { return t_stream; }
 
 }  // namespace gradwire

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::env {
 

@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/env_values.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 extern char** environ;
 
@@ -112,35 +112,36 @@ Options Options::with_env_overrides() const {
                                                          std::string_view(v) != "1") {
     raise(ErrorCode::InvalidArgument, "GRADWIRE_SHM_RECLAIM='{}' must be '0' or '1'", v);
   }
-  if (const char* v = value_of("GRADWIRE_OFI_PROVIDER")) o.provider = v;
-  if (const char* v = value_of("GRADWIRE_OFI_IFACE")) o.iface = v;
+  if (const char* v = value_of("GRADWIRE_OFI_PROVIDER")) o.transport.provider = v;
+  if (const char* v = value_of("GRADWIRE_OFI_IFACE")) o.transport.iface = v;
   if (const char* v = value_of("GRADWIRE_SMALL_MSG_BYTES"))
-    o.small_message_bytes = env::parse_bytes("GRADWIRE_SMALL_MSG_BYTES", v);
+    o.collectives.small_message_bytes = env::parse_bytes("GRADWIRE_SMALL_MSG_BYTES", v);
   if (const char* v = value_of("GRADWIRE_SEGMENT_BYTES"))
-    o.segment_bytes = env::parse_bytes("GRADWIRE_SEGMENT_BYTES", v);
+    o.collectives.segment_bytes = env::parse_bytes("GRADWIRE_SEGMENT_BYTES", v);
   if (const char* v = value_of("GRADWIRE_OFI_REGISTER")) {
     std::string_view s(v);
-    if (s == "always") o.always_register = true;
-    else if (s == "auto") o.always_register = false;
+    using Registration = Options::Transport::Registration;
+    if (s == "always") o.transport.registration = Registration::Always;
+    else if (s == "auto") o.transport.registration = Registration::Auto;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_OFI_REGISTER='{}' must be 'auto' or 'always'", v);
   }
-  if (const char* v = value_of("GRADWIRE_LOG_LEVEL")) o.log_level = v;
+  if (const char* v = value_of("GRADWIRE_LOG_LEVEL")) o.diagnostics.log_level = v;
   if (const char* v = value_of("GRADWIRE_HIERARCHICAL")) {
     std::string_view s(v);
-    if (s == "auto") o.hierarchical = true;
-    else if (s == "off") o.hierarchical = false;
+    if (s == "auto") o.collectives.hierarchical = true;
+    else if (s == "off") o.collectives.hierarchical = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_HIERARCHICAL='{}' must be 'auto' or 'off'", v);
   }
   if (const char* v = value_of("GRADWIRE_SHM_COLLECTIVES")) {
     std::string_view s(v);
-    if (s == "auto") o.shm_collectives = true;
-    else if (s == "off") o.shm_collectives = false;
+    if (s == "auto") o.collectives.shm_collectives = true;
+    else if (s == "off") o.collectives.shm_collectives = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_SHM_COLLECTIVES='{}' must be 'auto' or 'off'", v);
   }
   if (const char* v = value_of("GRADWIRE_P2P_SINGLE_COPY")) {
     std::string_view s(v);
-    if (s == "auto") o.p2p_single_copy = true;
-    else if (s == "off") o.p2p_single_copy = false;
+    if (s == "auto") o.collectives.p2p_single_copy = true;
+    else if (s == "off") o.collectives.p2p_single_copy = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_P2P_SINGLE_COPY='{}' must be 'auto' or 'off'", v);
   }
   // Read by base/asymmetric_fence.cpp once per process (Note [asymmetric
@@ -151,14 +152,15 @@ Options Options::with_env_overrides() const {
       raise(ErrorCode::InvalidArgument, "GRADWIRE_ASYMMETRIC_FENCES='{}' must be 'auto' or 'off'", v);
     }
   }
-  if (const char* v = value_of("GRADWIRE_HOST_ID")) o.host_id = v;
+  if (const char* v = value_of("GRADWIRE_HOST_ID")) o.transport.host_id = v;
   if (const char* v = value_of("GRADWIRE_DEVICE_PATH")) {
+    using Path = Options::Device::Path;
     std::string_view s(v);
-    if (s != "auto" && s != "nccl" && s != "staged") {
-      raise(ErrorCode::InvalidArgument,
-            "GRADWIRE_DEVICE_PATH='{}' must be 'auto', 'nccl' or 'staged'", v);
-    }
-    o.device_path = v;
+    if (s == "auto") o.device.path = Path::Auto;
+    else if (s == "nccl") o.device.path = Path::Nccl;
+    else if (s == "staged") o.device.path = Path::Staged;
+    else raise(ErrorCode::InvalidArgument,
+               "GRADWIRE_DEVICE_PATH='{}' must be 'auto', 'nccl' or 'staged'", v);
   }
   if (const char* v = value_of("GRADWIRE_FR_SIZE")) {
     errno = 0;
@@ -169,21 +171,21 @@ Options Options::with_env_overrides() const {
             "GRADWIRE_FR_SIZE='{}' is not a number of collectives in [0, {}] (0 = off)", v,
             kMaxFlightRecorderSize);
     }
-    o.flight_recorder_size = size_t(n);
+    o.diagnostics.flight_recorder_size = size_t(n);
   }
-  if (const char* v = value_of("GRADWIRE_FR_DIR")) o.flight_recorder_dir = v;
-  if (const char* v = value_of("GRADWIRE_TRACE_DIR")) o.trace_dir = v;
+  if (const char* v = value_of("GRADWIRE_FR_DIR")) o.diagnostics.flight_recorder_dir = v;
+  if (const char* v = value_of("GRADWIRE_TRACE_DIR")) o.diagnostics.trace_dir = v;
   if (const char* v = value_of("GRADWIRE_DEBUG")) {
     std::string s(v);
     for (auto& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
-    if (s == "DETAIL") o.debug_detail = true;
-    else if (s == "OFF" || s == "INFO") o.debug_detail = false;
+    if (s == "DETAIL") o.diagnostics.debug_detail = true;
+    else if (s == "OFF" || s == "INFO") o.diagnostics.debug_detail = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_DEBUG='{}' must be OFF, INFO or DETAIL", v);
   }
   if (const char* v = value_of("GRADWIRE_ASYNC_ERROR_HANDLING")) {
     std::string_view s(v);
-    if (s == "abort") o.abort_process_on_error = true;
-    else if (s == "raise") o.abort_process_on_error = false;
+    if (s == "abort") o.diagnostics.abort_process_on_error = true;
+    else if (s == "raise") o.diagnostics.abort_process_on_error = false;
     else raise(ErrorCode::InvalidArgument,
                "GRADWIRE_ASYNC_ERROR_HANDLING='{}' must be 'raise' or 'abort'", v);
   }
@@ -194,42 +196,66 @@ void Options::validate() const {
   if (timeout.count() <= 0) {
     raise(ErrorCode::InvalidArgument, "Options::timeout must be positive (got {} ms)", timeout.count());
   }
-  if (device_path != "auto" && device_path != "nccl" && device_path != "staged") {
+  // Enum values arrive from casts (Python, C callers).
+  if (uint8_t(device.path) > uint8_t(Device::Path::Staged)) {
     raise(ErrorCode::InvalidArgument,
-          "Options::device_path / GRADWIRE_DEVICE_PATH = '{}' must be 'auto', 'nccl' or 'staged'",
-          device_path);
+          "Options::device.path / GRADWIRE_DEVICE_PATH = {} is not a device path (Auto, Nccl, "
+          "Staged)", int(device.path));
   }
+  if (uint8_t(transport.registration) > uint8_t(Transport::Registration::Always)) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::transport.registration / GRADWIRE_OFI_REGISTER = {} is not a registration "
+          "mode (Auto, Always)", int(transport.registration));
+  }
+  const size_t segment_bytes = collectives.segment_bytes;
+  const size_t small_message_bytes = collectives.small_message_bytes;
+  const size_t flight_recorder_size = diagnostics.flight_recorder_size;
+  const std::string& log_level = diagnostics.log_level;
+  const std::string& provider = transport.provider;
   if (segment_bytes < 4096 || segment_bytes > (size_t(1) << 30)) {
     raise(ErrorCode::InvalidArgument,
-          "Options::segment_bytes / GRADWIRE_SEGMENT_BYTES = {} is out of range [4096, 1G]",
+          "Options::collectives.segment_bytes / GRADWIRE_SEGMENT_BYTES = {} is out of range [4096, 1G]",
           segment_bytes);
   }
   if (flight_recorder_size > kMaxFlightRecorderSize) {
     raise(ErrorCode::InvalidArgument,
-          "Options::flight_recorder_size / GRADWIRE_FR_SIZE = {} is larger than {}, the most a "
+          "Options::diagnostics.flight_recorder_size / GRADWIRE_FR_SIZE = {} is larger than {}, the most a "
           "dump gradwire-fr reads can hold", flight_recorder_size, kMaxFlightRecorderSize);
   }
   if (small_message_bytes > (size_t(1) << 30)) {
     raise(ErrorCode::InvalidArgument,
-          "Options::small_message_bytes / GRADWIRE_SMALL_MSG_BYTES = {} is larger than 1G",
+          "Options::collectives.small_message_bytes / GRADWIRE_SMALL_MSG_BYTES = {} is larger than 1G",
           small_message_bytes);
   }
   static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn",
                                                  "error", "critical", "off"};
   if (std::find(std::begin(kLevels), std::end(kLevels), log_level) == std::end(kLevels)) {
     raise(ErrorCode::InvalidArgument,
-          "Options::log_level / GRADWIRE_LOG_LEVEL = '{}' is not one of trace, debug, info, warn, "
+          "Options::diagnostics.log_level / GRADWIRE_LOG_LEVEL = '{}' is not one of trace, debug, info, warn, "
           "error, critical, off",
           log_level);
   }
   for (char c : provider) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '_' || c == '-')) {
       raise(ErrorCode::InvalidArgument,
-            "Options::provider / GRADWIRE_OFI_PROVIDER = '{}' is not a libfabric provider name "
+            "Options::transport.provider / GRADWIRE_OFI_PROVIDER = '{}' is not a libfabric provider name "
             "(e.g. shm, tcp;ofi_rxm, efa)",
             provider);
     }
   }
+}
+
+std::string_view to_string(Options::Device::Path path) {
+  switch (path) {
+    case Options::Device::Path::Auto: return "auto";
+    case Options::Device::Path::Nccl: return "nccl";
+    case Options::Device::Path::Staged: return "staged";
+  }
+  return "?";
+}
+
+std::string_view to_string(Options::Transport::Registration registration) {
+  return registration == Options::Transport::Registration::Always ? "always" : "auto";
 }
 
 }  // namespace gradwire

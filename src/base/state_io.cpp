@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::compress {
 

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <string>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire {
 namespace {

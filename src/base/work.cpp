@@ -1,7 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 #include "gradwire/work.h"
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "base/work_state.h"
 

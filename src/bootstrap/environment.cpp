@@ -29,7 +29,7 @@
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_auth.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 
 namespace gradwire::bootstrap {

@@ -17,7 +17,7 @@
 
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::bootstrap {
 

@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cstdint>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::bootstrap {
 

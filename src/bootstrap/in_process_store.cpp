@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "bootstrap/store.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "gradwire/rendezvous.h"
 
 namespace gradwire {

@@ -26,7 +26,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/env.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "base/signals.h"
 

@@ -36,7 +36,7 @@
 #include <optional>
 #include <vector>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "bootstrap/env.h"
 #include "bootstrap/hostlist.h"
 #include "bootstrap/socket.h"

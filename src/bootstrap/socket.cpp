@@ -16,16 +16,9 @@
 #include <fmt/format.h>
 
 #include "base/env_values.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::bootstrap {
-
-std::string errno_text(int err) {
-  char buf[256];
-  // GNU strerror_r may return a static string instead of filling buf.
-  const char* s = strerror_r(err, buf, sizeof(buf));
-  return s ? std::string(s) : fmt::format("errno {}", err);
-}
 
 std::string host_port(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);

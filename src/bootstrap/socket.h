@@ -4,6 +4,8 @@
 // (Note [nothing blocks forever]). Internal to src/bootstrap.
 #pragma once
 
+#include "base/fd.h"
+
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,32 +21,6 @@
 
 namespace gradwire::bootstrap {
 
-// Owns one file descriptor; closes it exactly once.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  explicit operator bool() const { return valid(); }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // One resolved socket address.
 struct SockAddr {
@@ -64,9 +40,6 @@ bool is_unspecified(const SockAddr& a);
 
 // "host:port", with brackets around IPv6 literals.
 std::string host_port(const std::string& host, uint16_t port);
-
-// strerror_r wrapper that is thread-safe.
-std::string errno_text(int err);
 
 void set_nonblocking(int fd);
 

@@ -9,7 +9,7 @@
 
 #include <climits>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::bootstrap {
 

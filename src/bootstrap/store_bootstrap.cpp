@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bootstrap/store.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::bootstrap {
 

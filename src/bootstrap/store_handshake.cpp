@@ -4,7 +4,7 @@
 
 #include "bootstrap/socket.h"
 #include "bootstrap/store_auth.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "gradwire/version.h"
 
 namespace gradwire::bootstrap::tcp_store {

@@ -14,7 +14,7 @@
 #include "bootstrap/store_auth.h"
 #include "bootstrap/store_handshake.h"
 #include "bootstrap/tcp_store_server.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 
 namespace gradwire::bootstrap {

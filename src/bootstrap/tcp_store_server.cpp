@@ -21,7 +21,7 @@
 #include <unordered_map>
 
 #include "bootstrap/store_handshake.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 
 namespace gradwire::bootstrap::tcp_store {

@@ -34,6 +34,7 @@
 // shard and checks the shard's size and SHA-256; an allgather of the
 // outcomes makes every rank raise the same error, naming the rank and file.
 #include "gradwire/checkpoint.h"
+#include "gradwire/digest.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -46,9 +47,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "bootstrap/socket.h"  // UniqueFd, errno_text
+#include "base/fd.h"
 #include "checkpoint/format.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "gradwire/version.h"
 
@@ -63,8 +64,7 @@ std::string shard_name(int rank) { return fmt::format("shard-{:05d}.bin", rank);
 constexpr const char* kManifest = "MANIFEST";
 constexpr const char* kCommitted = "COMMITTED";  // Note [a lost checkpoint is not a fresh start]
 
-using bootstrap::errno_text;
-using Fd = bootstrap::UniqueFd;
+using Fd = UniqueFd;
 
 void fsync_dir(const std::string& dir) {
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::checkpoint {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "collectives/ring.h"
 
 namespace gradwire::collectives {

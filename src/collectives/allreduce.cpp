@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "collectives/ring.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
-#include "base/errors.h"
+#include "collectives/algorithm.h"
+#include "base/raise.h"
 
 namespace gradwire::collectives {
 
@@ -45,7 +45,7 @@ void chain(Context& ctx, const std::byte* src_root, std::byte* data, size_t byte
   const int vr = (ctx.rank() - root + n) % n;
   const int next = vr + 1 < n ? (ctx.rank() + 1) % n : -1;
   const int prev = vr > 0 ? (ctx.rank() - 1 + n) % n : -1;
-  const Segmentation seg = segment(bytes, 1, ctx.options().segment_bytes, 1);
+  const Segmentation seg = segment(bytes, 1, ctx.options().collectives.segment_bytes, 1);
   const size_t nseg = seg.nseg;
   const std::byte* src = vr == 0 ? src_root : data;
 

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::collectives {
 

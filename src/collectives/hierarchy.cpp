@@ -11,7 +11,7 @@
 namespace gradwire {
 
 std::string host_name(const Options& options) {
-  if (!options.host_id.empty()) return options.host_id;
+  if (!options.transport.host_id.empty()) return options.transport.host_id;
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
   return buf;

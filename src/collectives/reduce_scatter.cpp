@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "collectives/ring.h"
 #include "kernels/cpu/reduce.h"
 

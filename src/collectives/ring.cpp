@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gradwire::collectives {
@@ -45,7 +45,7 @@ void run_ring(Context& ctx, const Blocks& blocks, DataType dtype, ReduceOp op, i
   if (nsteps <= 0) return;
 
   const Segmentation seg =
-      segment(blocks.max_count, es, ctx.options().segment_bytes, size_t(2 * (n - 1)));
+      segment(blocks.max_count, es, ctx.options().collectives.segment_bytes, size_t(2 * (n - 1)));
   const size_t nseg = seg.nseg;
   const size_t units = size_t(nsteps) * nseg;
   const bool reduces = first_step < n - 1;

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "collectives/context.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 
 namespace gradwire::collectives {
 

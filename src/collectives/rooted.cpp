@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::collectives {
 

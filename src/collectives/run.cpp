@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "base/errors.h"
+#include "base/raise.h"
 #include "collectives/collectives.h"
 
 namespace gradwire::collectives {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "kernels/compress_math.h"
 #include "kernels/cpu/compress.h"
 

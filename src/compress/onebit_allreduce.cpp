@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "base/state_io.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "compress/lowrank_ops.h"
 #include "gradwire/compress.h"
 #include "gradwire/device_stream.h"
@@ -132,7 +132,7 @@ class OneBitAllreduce::Impl {
 #if GRADWIRE_HAVE_CUDA
     namespace cu = kernels::cuda;
     device::DeviceGuard guard(device_);
-    DeviceStreamScope scope(stream);
+    DeviceStreamScope scope{Stream(stream)};
     auto* send = reinterpret_cast<uint8_t*>(dev_send_.get());
     auto* recv = reinterpret_cast<uint8_t*>(dev_recv_.get());
     float* scales = dev_scales_.get();  // [world received | server]
@@ -250,14 +250,14 @@ class OneBitAllreduce::Impl {
   compress::DeviceFloats dev_worker_, dev_server_, dev_send_, dev_recv_, dev_acc_, dev_scales_;
 };
 
-OneBitAllreduce::OneBitAllreduce(Communicator& comm, size_t count, int device)
-    : impl_(std::make_unique<Impl>(comm, count, device)) {}
+OneBitAllreduce::OneBitAllreduce(Communicator& comm, size_t count, Device device)
+    : impl_(std::make_unique<Impl>(comm, count, device.index())) {}
 OneBitAllreduce::~OneBitAllreduce() = default;
 OneBitAllreduce::OneBitAllreduce(OneBitAllreduce&&) noexcept = default;
 OneBitAllreduce& OneBitAllreduce::operator=(OneBitAllreduce&&) noexcept = default;
-void OneBitAllreduce::run(float* data, void* stream) { impl_->run(data, stream); }
+void OneBitAllreduce::run(float* data, Stream stream) { impl_->run(data, stream.native()); }
 size_t OneBitAllreduce::count() const { return impl_->count_; }
-int OneBitAllreduce::device() const { return impl_->device_; }
+Device OneBitAllreduce::device() const { return Device::cuda(impl_->device_); }
 size_t OneBitAllreduce::wire_bytes() const { return impl_->wire_bytes(); }
 const std::vector<float>& OneBitAllreduce::worker_error() const { return impl_->worker_error(); }
 const std::vector<float>& OneBitAllreduce::server_error() const { return impl_->server_error(); }

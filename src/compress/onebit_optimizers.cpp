@@ -86,7 +86,7 @@
 #include <optional>
 
 #include "base/state_io.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "compress/lowrank_ops.h"
 #include "gradwire/compress.h"
 #include "gradwire/device_stream.h"
@@ -178,7 +178,7 @@ class OneBitOptimizer::Impl {
 
   Impl(Communicator& comm, size_t n, int device, const char* who)
       : comm_(comm), who_(who), n_(checked_count(comm, who, n, device)),
-        device_(device), ar_(comm, n, device) {
+        device_(device), ar_(comm, n, Device::cuda(device)) {
     if (device < 0) {
       m_.assign(n, 0.0f);
       v_.assign(n, 0.0f);
@@ -306,7 +306,7 @@ class OneBitOptimizer::Impl {
 #if GRADWIRE_HAVE_CUDA
       if (!single) {
         {
-          DeviceStreamScope scope(stream);
+          DeviceStreamScope scope{Stream(stream)};
           comm_.allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
         }
         cu::scale(g, n_, inv_world, stream);
@@ -337,7 +337,7 @@ class OneBitOptimizer::Impl {
       float* m = dev_m_.get();
       cu::adam_momentum(m, g, n_, o.beta1, stream);
       cu::onebit_prepare(m, dev_v_.get(), g, n_, inv_bc2, o.eps, hi, precondition, stream);
-      ar_.run(m, stream);
+      ar_.run(m, Stream(stream));
       if (precondition) cu::multiply(m, g, n_, stream);
 #endif
       return;
@@ -356,10 +356,10 @@ class OneBitOptimizer::Impl {
 
 OneBitOptimizer::OneBitOptimizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 OneBitOptimizer::~OneBitOptimizer() = default;
-void OneBitOptimizer::step(float* params, float* grad, void* stream) {
-  impl_->step(params, grad, stream);
+void OneBitOptimizer::step(float* params, float* grad, Stream stream) {
+  impl_->step(params, grad, stream.native());
 }
-int OneBitOptimizer::device() const { return impl_->device_; }
+Device OneBitOptimizer::device() const { return Device::cuda(impl_->device_); }
 OneBitOptions& OneBitOptimizer::options() { return impl_->options(); }
 uint64_t OneBitOptimizer::steps() const { return impl_->t_; }
 bool OneBitOptimizer::compressing() const { return impl_->t_ >= impl_->options().freeze_step; }
@@ -410,8 +410,9 @@ class AdamImpl final : public OneBitOptimizer::Impl {
 
 }  // namespace
 
-OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options, int device)
-    : OneBitOptimizer(std::make_unique<AdamImpl>(comm, count, options, device)) {}
+OneBitAdam::OneBitAdam(Communicator& comm, size_t count, OneBitAdamOptions options,
+                       Device device)
+    : OneBitOptimizer(std::make_unique<AdamImpl>(comm, count, options, device.index())) {}
 OneBitAdam::~OneBitAdam() = default;
 OneBitAdamOptions& OneBitAdam::options() { return static_cast<AdamImpl&>(*impl_).options(); }
 
@@ -623,8 +624,9 @@ class LambImpl final : public OneBitOptimizer::Impl {
 }  // namespace
 
 OneBitLamb::OneBitLamb(Communicator& comm, std::vector<size_t> layer_sizes,
-                       OneBitLambOptions options, int device)
-    : OneBitOptimizer(std::make_unique<LambImpl>(comm, std::move(layer_sizes), options, device)) {}
+                       OneBitLambOptions options, Device device)
+    : OneBitOptimizer(std::make_unique<LambImpl>(comm, std::move(layer_sizes), options,
+                                                 device.index())) {}
 OneBitLamb::~OneBitLamb() = default;
 OneBitLambOptions& OneBitLamb::options() { return static_cast<LambImpl&>(*impl_).options(); }
 const std::vector<float>& OneBitLamb::last_coefficients() const {

@@ -30,7 +30,7 @@
 #include <mutex>
 
 #include "base/state_io.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "gradwire/compress.h"
 #include "compress/lowrank_ops.h"
@@ -144,7 +144,7 @@ class PowerSGDState::Impl {
       b.device = -1;
     }
     b.count = c.count;
-    place(b, c.device);
+    place(b, c.device.index());
     return b;
   }
 
@@ -222,7 +222,7 @@ class PowerSGDState::Impl {
   // torch's state.iter: the number of synchronised steps this state has
   // seen before the current one. Kept here (and saved) rather than taken
   // from the Reducer's step, so a state loaded into a new Reducer resumes
-  // its schedule (start_powerSGD_iter, the random seeds) where it stopped.
+  // its schedule (start_powersgd_iter, the random seeds) where it stopped.
   uint64_t iteration(const BucketContext& c) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!have_step_ || c.step != step_key_) {
@@ -249,7 +249,7 @@ class PowerSGDState::Impl {
     float* buf = static_cast<float*>(c.buffer);
     const size_t n = c.count;
     std::unique_ptr<compress::LowRankOps> device_ops;
-    if (b.device >= 0) device_ops = compress::device_ops(b.device, c.stream, b.scratch_p());
+    if (b.device >= 0) device_ops = compress::device_ops(b.device, c.stream.native(), b.scratch_p());
     compress::LowRankOps& ops = device_ops ? *device_ops : compress::host_ops();
     if (o_.use_error_feedback) {
       ops.add(buf, b.error_p(), n);
@@ -443,12 +443,12 @@ CommHook powersgd_hook(std::shared_ptr<PowerSGDState> state) {
   if (!state) raise(ErrorCode::InvalidArgument, "powersgd_hook: the state is null");
   CommHook plain = allreduce_hook();
   return [state, plain](BucketContext& c) -> Work {
-    const uint64_t iter = state->impl().iteration(c);
+    const uint64_t iter = state->impl_->iteration(c);
     if (c.dtype != DataType::Float32 || c.count == 0 ||
-        iter < state->options().start_powerSGD_iter) {
+        iter < state->options().start_powersgd_iter) {
       return plain(c);
     }
-    return state->impl().run(c, iter);
+    return state->impl_->run(c, iter);
   };
 }
 

@@ -148,7 +148,7 @@ class Router {
   // Aborts the backend if there is one (Communicator::abort).
   void abort(const std::string& reason);
   // True if device collectives go through the staged backend
-  // (Options::device_path "staged", or "auto" without NCCL headers).
+  // (Options::device.path Staged, or Auto without NCCL headers).
   bool staged() const;
 
  private:
@@ -158,7 +158,7 @@ class Router {
 };
 
 namespace nccl {
-// Creates the NCCL backend (device/nccl/transport.cpp; only with NCCL).
+// Creates the NCCL backend (device/nccl/backend.cpp; only with NCCL).
 BackendPtr create(const Host& host, int device);
 }  // namespace nccl
 

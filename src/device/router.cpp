@@ -4,8 +4,8 @@
 // so route() always answers nullptr and the CPU path runs.
 #include <mutex>
 
-#include "base/errors.h"
-#include "device/memory.h"
+#include "base/raise.h"
+#include "device/location.h"
 #include "device/backend.h"
 
 namespace gradwire::device {
@@ -48,8 +48,9 @@ Backend* Router::route(const CollectiveCall& call, Clock::time_point now) {
 }
 
 bool Router::staged() const {
-  const std::string& path = host_.options.device_path;
-  return path == "staged" || (path == "auto" && !built_with_nccl());
+  using Path = Options::Device::Path;
+  const Path path = host_.options.device.path;
+  return path == Path::Staged || (path == Path::Auto && !built_with_nccl());
 }
 
 Backend& Router::backend(int device) {

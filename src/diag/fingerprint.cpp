@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire {
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <set>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::fr {
 

@@ -152,10 +152,10 @@ void write_manifest(const Options& o, int world_size, const std::string& provide
       "\"trace_dir\": \"{}\"}}}}\n",
       esc(version()), esc(GRADWIRE_GIT_COMMIT), esc(libfabric_version()),
       esc(provider), esc(bootstrap), world_size, esc(host), long(time(nullptr)),
-      std::chrono::duration<double>(o.timeout).count(), esc(o.provider), esc(o.iface),
-      o.small_message_bytes, o.segment_bytes, o.always_register, esc(o.log_level),
-      o.flight_recorder_size, esc(o.flight_recorder_dir), o.debug_detail,
-      o.abort_process_on_error, esc(o.trace_dir));
+      std::chrono::duration<double>(o.timeout).count(), esc(o.transport.provider), esc(o.transport.iface),
+      o.collectives.small_message_bytes, o.collectives.segment_bytes, to_string(o.transport.registration) == "always", esc(o.diagnostics.log_level),
+      o.diagnostics.flight_recorder_size, esc(o.diagnostics.flight_recorder_dir), o.diagnostics.debug_detail,
+      o.diagnostics.abort_process_on_error, esc(o.diagnostics.trace_dir));
   write_file(s.dir + "/gradwire-manifest.json", text);
 }
 

@@ -52,7 +52,7 @@
 
 #include "base/deadline.h"
 #include "base/env_values.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "bootstrap/store.h"
 #include "elastic/membership.h"
@@ -287,7 +287,7 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
   auto impl = std::make_unique<ElasticGroupImpl>();
   impl->options = options.with_env_overrides();
   impl->options.validate();
-  set_log_level(impl->options.log_level);
+  set_log_level(impl->options.diagnostics.log_level);
   impl->eopts = elastic;
   if (const char* v = env::required_value("GRADWIRE_ELASTIC_SETTLE_S")) {
     impl->eopts.settle = env::parse_seconds("GRADWIRE_ELASTIC_SETTLE_S", v, true);

@@ -4,26 +4,32 @@
 #include <cstdint>
 #include <utility>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "gradwire/reducer.h"
 #include "kernels/cpu/reduce.h"
 #include "reducer/device.h"
 
 namespace gradwire {
 
-BucketContext::BucketContext(Communicator& comm_in, uint64_t step_in, size_t index_in,
-                             DataType dtype_in, size_t count_in, void* buffer_in,
-                             size_t result_offset_in, size_t result_count_in, bool sharded_in,
-                             const std::vector<size_t>& gradients_in,
-                             const std::vector<Tensor>& tensors_in,
-                             std::vector<std::byte>* scratch, int device_in,
-                             void* stream_in, std::function<void*(size_t)> device_scratch)
-    : comm(comm_in), step(step_in), index(index_in), dtype(dtype_in), count(count_in),
-      buffer(buffer_in),
-      result(static_cast<std::byte*>(buffer_in) + result_offset_in * element_size(dtype_in)),
-      result_offset(result_offset_in), result_count(result_count_in), sharded(sharded_in),
-      gradients(gradients_in), tensors(tensors_in), device(device_in), stream(stream_in),
-      scratch_(scratch), device_scratch_(std::move(device_scratch)) {}
+namespace {
+// The references a BucketContext holds may not be null.
+const BucketContext::Args& checked(const BucketContext::Args& a) {
+  if (a.comm == nullptr || a.gradients == nullptr || a.tensors == nullptr ||
+      a.scratch == nullptr) {
+    raise(ErrorCode::InvalidArgument, "BucketContext: comm, gradients, tensors and scratch are "
+          "required (bucket {})", a.index);
+  }
+  return a;
+}
+}  // namespace
+
+BucketContext::BucketContext(const Args& args)
+    : comm(*checked(args).comm), step(args.step), index(args.index), dtype(args.dtype),
+      count(args.count), buffer(args.buffer),
+      result(static_cast<std::byte*>(args.buffer) + args.result_offset * element_size(args.dtype)),
+      result_offset(args.result_offset), result_count(args.result_count), sharded(args.sharded),
+      gradients(*args.gradients), tensors(*args.tensors), device(args.device),
+      stream(args.stream), scratch_(args.scratch), device_scratch_(args.device_scratch) {}
 
 void* BucketContext::device_scratch(size_t bytes) {
   if (!device_scratch_) {
@@ -68,14 +74,14 @@ struct Casts {
 CommHook compress_hook(DataType wire, Casts casts) {
   return [=](BucketContext& c) -> Work {
     if (c.dtype != DataType::Float32) return allreduce_hook()(c);
-    const bool device = c.device >= 0;
+    const bool device = c.device.is_cuda();
     auto* low = static_cast<uint16_t*>(device ? c.device_scratch(c.count * sizeof(uint16_t))
                                               : c.scratch(c.count * sizeof(uint16_t)));
     if (device) {
       // On the Bucket's stream; the collective waits for it (the Reducer
       // runs hooks under DeviceStreamScope(c.stream)).
-      reducer::with_device(c.device, [&] {
-        casts.device_narrow(low, static_cast<const float*>(c.buffer), c.count, c.stream);
+      reducer::with_device(c.device.index(), [&] {
+        casts.device_narrow(low, static_cast<const float*>(c.buffer), c.count, c.stream.native());
       });
     } else {
       casts.narrow(low, static_cast<const float*>(c.buffer), c.count);
@@ -86,7 +92,7 @@ CommHook compress_hook(DataType wire, Casts casts) {
     float* out = static_cast<float*>(c.result);
     const uint16_t* in = low + c.result_offset;
     const size_t n = c.result_count;
-    const int dev = c.device;
+    const int dev = c.device.index();
     // Runs before the Work reads as done (engine or NCCL poller thread),
     // when the 16-bit result is complete.
     w.then([=](std::exception_ptr err) {

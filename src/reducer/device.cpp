@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 #if GRADWIRE_HAVE_CUDA
 #include <cuda_runtime.h>

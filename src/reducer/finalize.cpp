@@ -5,7 +5,7 @@
 #include <cstring>
 #include <set>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/trace.h"
 #include "base/logging.h"
 #include "reducer/reducer_impl.h"
@@ -212,7 +212,7 @@ void Reducer::Impl::write_back(bool full_results, void* stream) {
     std::byte* dest = dest_of(i);
     const std::byte* src = slot(i);
     const size_t bytes = gradients_[i].info.elements * element_size(gradients_[i].info.dtype);
-    if (dest) copy_bytes(gradients_[i].info.device, dest, src, bytes, stream);
+    if (dest) copy_bytes(gradients_[i].info.device.index(), dest, src, bytes, stream);
   }
 }
 
@@ -282,7 +282,7 @@ bool Reducer::Impl::rebuild(void* stream) {
     const auto& from = old_plan.location[i];
     const size_t es = element_size(specs_[i].dtype);
     const std::byte* src = old[from.bucket]->data.data() + from.offset * es;
-    copy_bytes(specs_[i].device, slot(i), src, specs_[i].elements * es, stream);
+    copy_bytes(specs_[i].device.index(), slot(i), src, specs_[i].elements * es, stream);
   }
   retired_ = std::move(old);
   ++plan_generation_;

@@ -7,7 +7,7 @@
 
 #include <fmt/ranges.h>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "gradwire/device_stream.h"
 #include "reducer/reducer_impl.h"
@@ -41,18 +41,14 @@ Reducer::Impl::Impl(Communicator& comm, std::vector<GradientInfo> gradients,
             "floating gradients (float32, float64, float16, bfloat16) can be averaged",
             rank_, name, to_string(g.dtype));
     }
-    if (g.device < -1) {
-      raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} has device {}; use -1 "
-            "for host memory or a CUDA device ordinal", rank_, name, g.device);
-    }
-    if (g.device >= 0) {
+    if (g.device.is_cuda()) {
       if (!device_) {
         device_ = std::make_unique<reducer::DeviceBuckets>(
-            g.device, gradients.size(), fmt::format("rank {}: Reducer", rank_), name);
-      } else if (device_->device() != g.device) {
+            g.device.index(), gradients.size(), fmt::format("rank {}: Reducer", rank_), name);
+      } else if (device_->device() != g.device.index()) {
         raise(ErrorCode::InvalidArgument, "rank {}: Reducer: parameter {} is on CUDA device {} "
               "but earlier ones are on device {}; one Reducer (like one communicator) serves one "
-              "device", rank_, name, g.device, device_->device());
+              "device", rank_, name, g.device.index(), device_->device());
       }
     }
     if (!g.shape.empty()) {
@@ -91,8 +87,8 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
     b->elements = pb.elements;
     b->dtype = pb.dtype;
     const size_t bytes = pb.elements * element_size(pb.dtype);
-    b->device = pb.device;
-    if (pb.device >= 0) {
+    b->device = pb.device.index();
+    if (pb.device.is_cuda()) {
       b->on_device = device_->allocate(bytes);
       b->data = {static_cast<std::byte*>(b->on_device.get()), bytes};
     } else if (options_.shared_buckets) {
@@ -247,7 +243,7 @@ void Reducer::Impl::mark_ready(size_t i, void* grad, bool explicit_pointer, void
   if (explicit_pointer) g.step_dest = grad;
   // The averaging folded into the copy; in place when the framework's
   // gradient already is the bucket view.
-  if (g.info.device >= 0) {
+  if (g.info.device.is_cuda()) {
     device_->copy_in(i, dst, src, g.info.elements, g.info.dtype, world_, stream);
   } else {
     reducer::copy_divided(dst, src, g.info.elements, g.info.dtype, world_);
@@ -265,7 +261,7 @@ void Reducer::Impl::mark_unused(size_t i) {
   claim(i, kUnused);
   // Zeros: this rank contributes nothing; ranks that used it still do.
   const size_t bytes = gradients_[i].info.elements * element_size(gradients_[i].info.dtype);
-  if (gradients_[i].info.device >= 0) {
+  if (gradients_[i].info.device.is_cuda()) {
     device_->zero(i, slot(i), bytes);
   } else {
     std::memset(slot(i), 0, bytes);
@@ -307,20 +303,34 @@ void Reducer::Impl::launch(size_t b) {
   try {
     // A device Bucket's collective starts once its gradients' copies are
     // done (Note [device Buckets]).
-    void* stream = bk.device >= 0 ? device_->bucket_ready(plan_.buckets[b].gradients) : nullptr;
+    const Stream stream(bk.device >= 0 ? device_->bucket_ready(plan_.buckets[b].gradients)
+                                       : nullptr);
     DeviceStreamScope scope(stream);
-    BucketContext ctx(comm_, step_, b, bk.dtype, bk.elements, bk.data.data(),
-                      options_.sharded ? bk.shard_offset : 0,
-                      options_.sharded ? bk.shard_count : bk.elements, options_.sharded,
-                      plan_.buckets[b].gradients, bk.tensors, &bk.scratch, bk.device, stream,
-                      bk.device >= 0 ? std::function<void*(size_t)>([this, &bk](size_t bytes) {
-                        if (bk.device_scratch_bytes < bytes) {  // grows once, on the first step
-                          bk.device_scratch = device_->allocate(bytes);
-                          bk.device_scratch_bytes = bytes;
-                        }
-                        return bk.device_scratch.get();
-                      })
-                                     : std::function<void*(size_t)>());
+    BucketContext::Args args;
+    args.comm = &comm_;
+    args.step = step_;
+    args.index = b;
+    args.dtype = bk.dtype;
+    args.count = bk.elements;
+    args.buffer = bk.data.data();
+    args.result_offset = options_.sharded ? bk.shard_offset : 0;
+    args.result_count = options_.sharded ? bk.shard_count : bk.elements;
+    args.sharded = options_.sharded;
+    args.gradients = &plan_.buckets[b].gradients;
+    args.tensors = &bk.tensors;
+    args.scratch = &bk.scratch;
+    args.device = Device::cuda(bk.device);
+    args.stream = stream;
+    if (bk.device >= 0) {
+      args.device_scratch = [this, &bk](size_t bytes) {
+        if (bk.device_scratch_bytes < bytes) {  // grows once, on the first step
+          bk.device_scratch = device_->allocate(bytes);
+          bk.device_scratch_bytes = bytes;
+        }
+        return bk.device_scratch.get();
+      };
+    }
+    BucketContext ctx(args);
     Work w = hook_(ctx);
     if (!w.valid()) {
       raise(ErrorCode::InvalidArgument, "{}: the comm hook returned an empty Work for {}",
@@ -370,12 +380,12 @@ Reducer::~Reducer() = default;
 void Reducer::set_gradient_buffer(size_t i, void* grad) { impl_->set_gradient_buffer(i, grad); }
 void Reducer::mark_ready(size_t i, void* grad) { impl_->mark_ready(i, grad, true, nullptr); }
 void Reducer::mark_ready(size_t i) { impl_->mark_ready(i, nullptr, false, nullptr); }
-void Reducer::mark_ready(size_t i, void* grad, void* stream) {
-  impl_->mark_ready(i, grad, grad != nullptr, stream);
+void Reducer::mark_ready(size_t i, void* grad, Stream stream) {
+  impl_->mark_ready(i, grad, grad != nullptr, stream.native());
 }
 void Reducer::mark_unused(size_t i) { impl_->mark_unused(i); }
 void Reducer::finalize() { impl_->finalize(nullptr); }
-void Reducer::finalize(void* stream) { impl_->finalize(stream); }
+void Reducer::finalize(Stream stream) { impl_->finalize(stream.native()); }
 bool Reducer::will_sync() const { return impl_->will_sync(); }
 void* Reducer::bucket_view(size_t i) { return impl_->bucket_view(i); }
 uint64_t Reducer::plan_generation() const { return impl_->plan_generation(); }

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/reduce_math.h"
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/env_values.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "runtime/job.h"
 

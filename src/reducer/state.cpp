@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "base/state_io.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "reducer/reducer_impl.h"
 

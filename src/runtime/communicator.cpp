@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "runtime/communicator_impl.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/fingerprint.h"
 #include "base/logging.h"
 #include "runtime/setup.h"
@@ -30,9 +30,9 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
   world_rank = rank;  // setup::split overrides it for sub-communicators
   world_named_ = name == "world";
   // The first communicator of the process (the world) sizes the recorder.
-  recorder_.configure(options.flight_recorder_size, options.flight_recorder_dir, rank, size);
+  recorder_.configure(options.diagnostics.flight_recorder_size, options.diagnostics.flight_recorder_dir, rank, size);
   fr_comm_ = recorder_.register_comm(name, rank, size);
-  trace::configure(options.trace_dir, rank);
+  trace::configure(options.diagnostics.trace_dir, rank);
   watchdog_ = std::make_unique<Watchdog>(*this, bootstrap ? bootstrap->store() : nullptr);
   // Note [device host]: what the device layer may use of this communicator.
   device::Host host;
@@ -201,7 +201,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
         raise(ErrorCode::Aborted, "{} did not run: {}", what(), stop.reason);
       }
       last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
-      if (!resumed && options.debug_detail && info.op != CollectiveOp::Other) {
+      if (!resumed && options.diagnostics.debug_detail && info.op != CollectiveOp::Other) {
         check_fingerprint(ctx, make_fingerprint(seq, info));
       }
       fn(ctx);
@@ -236,7 +236,7 @@ Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label
   // submit_mu_, so a later submission queues behind this one. The state is
   // only ours (and spare_state_'s) until claimed, so it is marked started
   // without its lock (Note [the lean inline path]).
-  if (inline_ok && !options.debug_detail) {
+  if (inline_ok && !options.diagnostics.debug_detail) {
     state->phase = detail::WorkState::Phase::Running;
     state->started = now;  // Note [coarse clock]
     if (engine_->claim_inline()) {
@@ -282,7 +282,7 @@ void CommunicatorImpl::on_failure(const std::string& reason, uint32_t seq, Error
   // A failure caused by another rank's report is not news to the job.
   if (!job::failed_flag().load(std::memory_order_acquire)) job::report_failure(world_rank, reason, code);
   recorder_.dump(reason);
-  if (options.abort_process_on_error) {
+  if (options.diagnostics.abort_process_on_error) {
     // The watchdog would publish on its next tick; the process will not
     // live that long.
     if (bootstrap && bootstrap->store()) job::exchange(*bootstrap->store(), world_rank, options);
@@ -431,7 +431,7 @@ Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps st
     raise(ErrorCode::InvalidArgument, "rank {}: {} with device steps got host buffers; they are "
           "for collectives on CUDA memory", rank, call.name());
   }
-  return gpu->submit(call, DeviceStreamScope::current(), std::move(steps));
+  return gpu->submit(call, DeviceStreamScope::current().native(), std::move(steps));
 }
 
 // Note [one clock read per call]: a collective reads the coarse clock once,

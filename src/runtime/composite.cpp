@@ -15,7 +15,7 @@
 // access to the runtime's insides.
 #include "runtime/communicator_impl.h"
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "collectives/collectives.h"
 #include "gradwire/device_stream.h"
 

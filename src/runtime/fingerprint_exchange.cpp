@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "collectives/context.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/fingerprint.h"
 
 namespace gradwire {

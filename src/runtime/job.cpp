@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bootstrap/store.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/flight_recorder.h"
 #include "base/logging.h"
 
@@ -196,7 +196,7 @@ bool heard(int my_rank, std::string remote, ErrorCode code, const Options& optio
   }
   log().error("rank {}: {}", my_rank, s.remote);
   fr::Recorder::instance().dump(s.remote);
-  if (options.abort_process_on_error) {
+  if (options.diagnostics.abort_process_on_error) {
     log().critical("rank {}: aborting the process (GRADWIRE_ASYNC_ERROR_HANDLING=abort)",
                    my_rank);
     std::abort();

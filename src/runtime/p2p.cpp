@@ -9,10 +9,10 @@
 #include <cstring>
 #include <random>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "collectives/context.h"
-#include "device/memory.h"
+#include "device/location.h"
 #include "runtime/communicator_impl.h"
 #include "runtime/watchdog.h"
 
@@ -86,7 +86,7 @@ PointToPoint::Mode PointToPoint::mode() {
       bulk_in_[r] = shm::BulkReader(windows->mailbox(r, comm_.rank));
     }
     mail_->spin = collectives::flag_spin();
-    single_copy_ = comm_.options.p2p_single_copy;
+    single_copy_ = comm_.options.collectives.p2p_single_copy;
     canary_ = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}() ^
               uint64_t(reinterpret_cast<uintptr_t>(this));
   }

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "kernels/cpu/copy.h"
 #include "runtime/communicator_impl.h"

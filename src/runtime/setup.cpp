@@ -7,7 +7,7 @@
 #include <set>
 
 #include "collectives/collectives.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "collectives/hierarchy.h"
 #include "base/logging.h"
 #include "diag/trace.h"
@@ -58,7 +58,7 @@ std::unique_ptr<transport::Transport> open_transport(const FabricChoice& fabric,
   transport::Config cfg;
   cfg.provider = fabric.provider;
   cfg.iface = fabric.iface;
-  cfg.always_register = options.always_register;
+  cfg.always_register = options.transport.registration == Options::Transport::Registration::Always;
   cfg.rank = rank;
   return transport::open("ofi", cfg);
 }
@@ -135,7 +135,7 @@ FabricChoice choose_fabric(const std::string& requested_provider,
 std::unique_ptr<CommunicatorImpl> create_world(const Options& in, const Rendezvous& rendezvous) {
   Options options = in.with_env_overrides();
   options.validate();
-  set_log_level(options.log_level);
+  set_log_level(options.diagnostics.log_level);
   return create_world_over(options, bootstrap::make(rendezvous, options));
 }
 
@@ -148,8 +148,8 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
   // Exchange what every rank must agree on before opening the fabric.
   const std::string host = host_name(options);
   const std::string hello = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", version(), host,
-                                        options.provider, options.iface,
-                                        options.shm_collectives ? "auto" : "off",
+                                        options.transport.provider, options.transport.iface,
+                                        options.collectives.shm_collectives ? "auto" : "off",
                                         process_identity());
   auto hellos = boot->allgather(hello, Deadline::after(options.timeout));
   std::vector<std::string> versions, hosts, providers, ifaces, shm_collectives, processes;
@@ -177,8 +177,8 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
       std::all_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h == hosts[0]; });
   // Only consulted when the ranks span hosts and no provider was named.
   const FabricChoice fabric =
-      choose_fabric(options.provider, options.iface, hosts,
-                    options.provider.empty() && !one_host ? transport::available_providers("ofi")
+      choose_fabric(options.transport.provider, options.transport.iface, hosts,
+                    options.transport.provider.empty() && !one_host ? transport::available_providers("ofi")
                                                           : std::vector<std::string>{});
   collectives::set_host_ranks(int(std::count(hosts.begin(), hosts.end(), host)));
 
@@ -200,13 +200,13 @@ std::unique_ptr<CommunicatorImpl> create_world_over(const Options& options,
       .wait();
   trace::write_manifest(options, size, impl->transport->properties().provider,
                         impl->bootstrap->describe());
-  if (options.hierarchical) {
+  if (options.collectives.hierarchical) {
     build_hierarchy(*impl, hosts);
   } else {
     impl->host_count = int(plan_hierarchy(hosts, rank).host_groups.size());
   }
   // Note [small collectives] in shm/small.cpp.
-  if (options.shm_collectives && size > 1 && impl->host_count == 1) impl->activate_shm();
+  if (options.collectives.shm_collectives && size > 1 && impl->host_count == 1) impl->activate_shm();
   return impl;
 }
 
@@ -250,7 +250,7 @@ std::unique_ptr<CommunicatorImpl> join_group(CommunicatorImpl& parent,
                {"barrier", "start-up"})
       .wait();
   // Note [small collectives]: turns active only if the members share a host.
-  if (impl->options.shm_collectives && impl->size > 1) impl->activate_shm();
+  if (impl->options.collectives.shm_collectives && impl->size > 1) impl->activate_shm();
   return impl;
 }
 

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "collectives/collectives.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "kernels/cpu/reduce.h"
 #include "gradwire/device_stream.h"
 #include "runtime/communicator_impl.h"
@@ -26,7 +26,7 @@ class DevicePath final : public Strategy {
   Offer offer(const CollectiveCall& call, Clock::time_point now, State&, Work& work) override {
     device::Backend* gpu = comm_.devices->route(call, now);
     if (gpu == nullptr) return {};
-    work = gpu->submit(call, DeviceStreamScope::current());
+    work = gpu->submit(call, DeviceStreamScope::current().native());
     return {Kind::Submitted};
   }
   bool run(collectives::Context&, const CollectiveCall&, State&) override { return false; }
@@ -52,7 +52,7 @@ class OneHost final : public Strategy {
     // Note [small collectives]: decided from the call alone, so alike on
     // every rank (buffers from allocate_shared too: at these sizes the copy
     // costs less than the direct path's second flag round).
-    const bool copy_path = comm_.options.shm_collectives;
+    const bool copy_path = comm_.options.collectives.shm_collectives;
     if (copy_path && shm::small_path_takes(call, comm_.size)) {
       if (shm::Windows* w = comm_.active_windows()) {
         state.windows = w;

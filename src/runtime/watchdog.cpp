@@ -15,7 +15,7 @@
 
 #include "bootstrap/store.h"
 #include "runtime/communicator_impl.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/flight_recorder.h"
 #include "base/logging.h"
 #include "diag/reach.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "collectives/hierarchy.h"
 #include "shm/windows.h"

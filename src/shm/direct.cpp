@@ -21,8 +21,8 @@
 #include "collectives/collectives.h"
 #include "shm/shm.h"
 #include "shm/handshake.h"
-#include "collectives/plan.h"
-#include "base/errors.h"
+#include "collectives/algorithm.h"
+#include "base/raise.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
@@ -110,7 +110,7 @@ bool run_direct(Context& ctx, const Windows& w, const DirectCall& direct,
   if (state.copy) {
     // Every rank saw the same descriptors and options (GRADWIRE_SHM_
     // COLLECTIVES must agree at start-up), so every rank decides alike.
-    if (!ctx.options().shm_collectives) return false;
+    if (!ctx.options().collectives.shm_collectives) return false;
     run_copy(ctx, w, call, state);
     return true;
   }

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "base/collective_call.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::shm {
 

@@ -101,7 +101,7 @@ struct DirectState {
 // Handshakes with the other ranks (Note [the direct handshake]) and runs
 // the collective straight between their buffers if every rank's buffers
 // allow it, else through the staging areas (Note [the copy path]) if
-// options().shm_collectives; returns false (having touched no buffer) if
+// options().collectives.shm_collectives; returns false (having touched no buffer) if
 // neither, and the caller runs another strategy. Mismatch if ranks
 // disagree on the call.
 bool run_direct(collectives::Context& ctx, const Windows& windows, const DirectCall& call,

@@ -36,11 +36,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "collectives/collectives.h"
 #include "shm/shm.h"
 #include "shm/handshake.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 

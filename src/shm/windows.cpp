@@ -12,8 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "bootstrap/socket.h"
-#include "base/errors.h"
+#include "base/fd.h"
+#include "base/raise.h"
 #include "base/shm_reclaim.h"
 #include "base/logging.h"
 #include "gradwire/shared_buffer.h"
@@ -116,14 +116,14 @@ Created create_segment(size_t bytes, uint32_t id) {
     return c;
   }
   if (fd >= 0) close(fd);
-  c.error = fmt::format("creating {} of {} bytes: {}", c.name, length, bootstrap::errno_text(err));
+  c.error = fmt::format("creating {} of {} bytes: {}", c.name, length, errno_text(err));
   if (fd >= 0) shm_unlink(c.name.c_str());
   c.name.clear();
   // Private memory instead, so the caller still gets a buffer.
   void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     raise(ErrorCode::InvalidArgument, "allocate_shared: cannot allocate {} bytes: {}", length,
-          bootstrap::errno_text(errno));
+          errno_text(errno));
   }
   c.map = Mapping(static_cast<std::byte*>(p), length);
   return c;
@@ -132,7 +132,7 @@ Created create_segment(size_t bytes, uint32_t id) {
 Mapping open_segment(const std::string& name, size_t length, std::string& error) {
   int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {
-    error = fmt::format("opening {}: {}", name, bootstrap::errno_text(errno));
+    error = fmt::format("opening {}: {}", name, errno_text(errno));
     return {};
   }
   // Note [segments are mapped when made]: backing a page (above) does not
@@ -148,7 +148,7 @@ Mapping open_segment(const std::string& name, size_t length, std::string& error)
   const int err = errno;
   close(fd);
   if (p == MAP_FAILED) {
-    error = fmt::format("mapping {}: {}", name, bootstrap::errno_text(err));
+    error = fmt::format("mapping {}: {}", name, errno_text(err));
     return {};
   }
   return Mapping(static_cast<std::byte*>(p), length);

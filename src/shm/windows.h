@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "base/fd.h"
 #include "shm/mailbox.h"
 
 namespace gradwire {
@@ -231,7 +231,7 @@ struct Created {
   std::string name;  // "" if shm_open failed
   std::string error;
   Mapping map;
-  bootstrap::UniqueFd lock;  // held until the name is unlinked (Note [reclaiming dead regions])
+  UniqueFd lock;  // held until the name is unlinked (Note [reclaiming dead regions])
 };
 Created create_segment(size_t bytes, uint32_t id);
 // Maps a peer's segment; empty Mapping with `error` set on failure.

@@ -112,16 +112,28 @@ c10::intrusive_ptr<c10::ivalue::Future> run_comm_hook(
   }
   buffer.div_(comm.size());  // on the current stream for a CUDA bucket
   std::vector<std::byte> scratch;  // PowerSGD keeps its own buffers
-  const int device = buffer.is_cuda() ? int(buffer.device().index()) : -1;
+
   // PyTorch's current stream on a CUDA bucket's device: where the bucket's
   // contents become ready and the hook's GPU work goes (Note [where
   // PowerSGD's buffers live]); its collectives follow it. The Work
   // completes once the GPU is done, so the future's value is readable by
   // any stream.
-  void* stream = detail::current_stream(buffer);
+  const Stream stream = detail::current_stream(buffer);
   DeviceStreamScope scope(stream);
-  BucketContext ctx(comm, step, index, DataType::Float32, offset, buffer.data_ptr(), 0, offset,
-                    false, gradients, tensors, &scratch, device, stream);
+  BucketContext::Args args;
+  args.comm = &comm;
+  args.step = step;
+  args.index = index;
+  args.dtype = DataType::Float32;
+  args.count = offset;
+  args.buffer = buffer.data_ptr();
+  args.result_count = offset;
+  args.gradients = &gradients;
+  args.tensors = &tensors;
+  args.scratch = &scratch;
+  args.device = detail::device_of(buffer);
+  args.stream = stream;
+  BucketContext ctx(args);
   return future_of(hook(ctx), buffer);
 }
 

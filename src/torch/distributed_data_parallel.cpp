@@ -112,7 +112,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
     info.dtype = detail::gradient_dtype(e.tensor, e.name);
     info.name = e.name;
     // CUDA parameters get device Buckets (Note [device Buckets]).
-    info.device = e.tensor.is_cuda() ? e.tensor.device().index() : -1;
+    info.device = detail::device_of(e.tensor);
     if (e.tensor.is_cuda()) s.cuda_device = e.tensor.device();
     for (int64_t d : e.tensor.sizes()) info.shape.push_back(size_t(d));  // for PowerSGD
     infos.push_back(std::move(info));
@@ -220,7 +220,7 @@ void DistributedDataParallel::State::hand_over(size_t i, ::torch::Tensor& grad) 
                     "; only dense gradients of the parameter's dtype and device can be reduced");
   }
   // The stream autograd produced the gradient on (Note [device Buckets]).
-  void* stream = detail::current_stream(grad.device());
+  const Stream stream = detail::current_stream(grad.device());
   if (options.gradient_as_bucket_view) {
     ::torch::Tensor& view = views[i];
     if (grad.data_ptr() != view.data_ptr()) {
@@ -259,7 +259,7 @@ void DistributedDataParallel::State::on_backward_done() {
       hand_over(i, grad);
     }
   }
-  reducer->finalize(cuda_device ? detail::current_stream(*cuda_device) : nullptr);
+  reducer->finalize(cuda_device ? detail::current_stream(*cuda_device) : Stream());
   if (options.gradient_as_bucket_view && reducer->plan_generation() != views_generation) {
     refresh_views();
   }

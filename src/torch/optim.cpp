@@ -66,7 +66,7 @@ size_t prepare(const std::vector<::torch::Tensor>& params, Communicator& comm, c
   for (const auto& p : params) {
     auto c = p.contiguous();
     // CUDA tensors take the device path after PyTorch's current stream.
-    DeviceStreamScope scope(p.is_cuda() ? detail::current_stream(p.device()) : nullptr);
+    DeviceStreamScope scope(detail::current_stream(p.device()));
     comm.broadcast(c.data_ptr<float>(), c.data_ptr<float>(), size_t(c.numel()), DataType::Float32, 0)
         .wait();
     if (!c.is_same(p)) p.copy_(c);
@@ -104,8 +104,8 @@ OneBitOptimizer::~OneBitOptimizer() = default;
   }
   ::torch::NoGradGuard no_grad;
   const int64_t n = int64_t(core_->count());
-  const ::torch::Device device = core_->device() >= 0
-      ? ::torch::Device(::torch::kCUDA, c10::DeviceIndex(core_->device()))
+  const ::torch::Device device = core_->device().is_cuda()
+      ? ::torch::Device(::torch::kCUDA, c10::DeviceIndex(core_->device().index()))
       : ::torch::Device(::torch::kCPU);
   if (!flat_params_.defined() || flat_params_.numel() != n) {
     const auto opts = ::torch::TensorOptions().dtype(::torch::kFloat32).device(device);
@@ -126,7 +126,7 @@ OneBitOptimizer::~OneBitOptimizer() = default;
     at += k;
   }
   core_->options().lr = float(param_groups().at(0).options().get_lr());
-  void* stream = device.is_cuda() ? detail::current_stream(device) : nullptr;
+  const Stream stream = detail::current_stream(device);
   core_->step(flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), stream);
   at = 0;
   for (auto& p : params_) {
@@ -155,7 +155,8 @@ void OneBitOptimizer::load(::torch::serialize::InputArchive& archive) {
 OneBitAdam::OneBitAdam(std::vector<::torch::Tensor> params, Communicator& comm,
                        gradwire::OneBitAdamOptions options)
     : OneBitOptimizerOver(std::move(params), comm, options, "OneBitAdam") {
-  core_ = std::make_unique<gradwire::OneBitAdam>(comm, count(), options, device());
+  core_ = std::make_unique<gradwire::OneBitAdam>(comm, count(), options,
+                                                 Device::cuda(device()));
 }
 
 OneBitLamb::OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
@@ -163,7 +164,8 @@ OneBitLamb::OneBitLamb(std::vector<::torch::Tensor> params, Communicator& comm,
     : OneBitOptimizerOver(std::move(params), comm, options, "OneBitLamb") {
   std::vector<size_t> layers;
   for (const auto& p : params_) layers.push_back(size_t(p.numel()));
-  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options, device());
+  core_ = std::make_unique<gradwire::OneBitLamb>(comm, std::move(layers), options,
+                                                 Device::cuda(device()));
 }
 
 }  // namespace gradwire::torch

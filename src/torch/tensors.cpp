@@ -45,9 +45,9 @@ size_t count_of(const at::Tensor& t) { return size_t(t.numel()) * (t.is_complex(
 
 bool supported_device(const c10::Device& device) { return device.is_cpu() || device.is_cuda(); }
 
-void* current_stream(const c10::Device& device) {
-  if (!device.is_cuda()) return nullptr;
-  return c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle();
+Stream current_stream(const c10::Device& device) {
+  if (!device.is_cuda()) return Stream();
+  return Stream(c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle());
 }
 
 void check_tensor(const at::Tensor& t, const std::string& what) {

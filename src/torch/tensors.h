@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "gradwire/device_stream.h"
 #include "gradwire/types.h"
 
 namespace gradwire::torch::detail {
@@ -36,12 +37,15 @@ size_t count_of(const at::Tensor& t);
 // dispatch]).
 bool supported_device(const c10::Device& device);
 
-// PyTorch's current stream on `device` (a cudaStream_t as void*; nullptr
-// for host memory and the default stream): where work on that device's
-// tensors is being enqueued now, which a collective must follow (Note
-// [producer stream]).
-void* current_stream(const c10::Device& device);
-inline void* current_stream(const at::Tensor& t) { return current_stream(t.device()); }
+// PyTorch's current stream on `device` (Stream{} for host memory and the
+// default stream): where work on that device's tensors is being enqueued
+// now, which a collective must follow (Note [producer stream]).
+Stream current_stream(const c10::Device& device);
+inline Stream current_stream(const at::Tensor& t) { return current_stream(t.device()); }
+// The gradwire Device of a tensor: its CUDA device, or host memory.
+inline Device device_of(const at::Tensor& t) {
+  return t.is_cuda() ? Device::cuda(int(t.device().index())) : Device::host();
+}
 
 // What the c10d backend takes: CPU or CUDA, strided, contiguous, a dtype
 // with an element type. InvalidArgument naming `what` otherwise.

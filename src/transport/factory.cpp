@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "transport/ofi/transport.h"
 #include "transport/transport.h"
 

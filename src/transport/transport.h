@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "base/deadline.h"
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::transport {
 

@@ -12,7 +12,7 @@
 #include "gpu_util.h"
 #include "gradwire/communicator.h"
 #include "gradwire/error.h"
-#include "device/memory.h"
+#include "device/location.h"
 #include "device/nccl/collectives.h"
 #include "device/nccl/library.h"
 #include "device/backend.h"

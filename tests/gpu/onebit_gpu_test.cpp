@@ -86,21 +86,21 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, doub
 TEST_F(OneBitGpuTest, AllreduceMatchesTheHostAndStatesCrossDevices) {
   for (size_t n : {size_t(1), size_t(37), size_t(4096 + 13), size_t(300001)}) {
     SCOPED_TRACE("count " + std::to_string(n));
-    OneBitAllreduce host(*comm_, n), dev(*comm_, n, device_);
-    EXPECT_EQ(dev.device(), device_);
+    OneBitAllreduce host(*comm_, n), dev(*comm_, n, Device::cuda(device_));
+    EXPECT_EQ(dev.device().index(), device_);
     float* d = device_copy(std::vector<float>(n));
     for (int step = 0; step < 4; ++step) {
       auto h = values(comm_->rank(), step, n);
       put(d, h);
       host.run(h.data());
-      dev.run(d, stream_);
+      dev.run(d, Stream(stream_));
       // Every rank's result is the same bits on the device too.
       expect_close(get(d, n), h, 1e-4, "step " + std::to_string(step));
     }
     EXPECT_EQ(dev.wire_bytes(), host.wire_bytes());
     expect_close(dev.worker_error(), host.worker_error(), 1e-4, "worker error");
     // One state format: the device's state loads into a host object and back.
-    OneBitAllreduce host2(*comm_, n), dev2(*comm_, n, device_);
+    OneBitAllreduce host2(*comm_, n), dev2(*comm_, n, Device::cuda(device_));
     host2.load_state(dev.save_state());
     dev2.load_state(host2.save_state());
     EXPECT_EQ(dev2.save_state(), dev.save_state());
@@ -113,7 +113,7 @@ TEST_F(OneBitGpuTest, AdamMatchesTheHostAndResumesOnTheHost) {
   o.lr = 1e-2f;
   o.freeze_step = 3;  // warm-up, then compression
   o.weight_decay = 0.01f;
-  OneBitAdam host(*comm_, n, o), dev(*comm_, n, o, device_);
+  OneBitAdam host(*comm_, n, o), dev(*comm_, n, o, Device::cuda(device_));
   auto hp = values(0, 99, n);  // the same parameters on every rank
   float* dp = device_copy(hp);
   float* dg = device_copy(std::vector<float>(n));
@@ -124,7 +124,7 @@ TEST_F(OneBitGpuTest, AdamMatchesTheHostAndResumesOnTheHost) {
     auto hg = values(comm_->rank(), step, n, 0.1f);
     put(dg, hg);
     host.step(hp.data(), hg.data());
-    dev.step(dp, dg, stream_);
+    dev.step(dp, dg, Stream(stream_));
     const auto got = get(dp, n);
     if (bitwise) ASSERT_EQ(got, hp);
     else expect_close(got, hp, 1e-4, "parameters");
@@ -137,7 +137,7 @@ TEST_F(OneBitGpuTest, AdamMatchesTheHostAndResumesOnTheHost) {
     auto hg = values(comm_->rank(), step, n, 0.1f);
     put(dg, hg);
     resumed.step(rp.data(), hg.data());
-    dev.step(dp, dg, stream_);
+    dev.step(dp, dg, Stream(stream_));
     const auto got = get(dp, n);
     if (bitwise) ASSERT_EQ(got, rp);
     else expect_close(got, rp, 1e-4, "resumed parameters");
@@ -151,7 +151,7 @@ TEST_F(OneBitGpuTest, LambMatchesTheHost) {
   OneBitLambOptions o;
   o.lr = 1e-2f;
   o.freeze_step = 3;
-  OneBitLamb host(*comm_, layers, o), dev(*comm_, layers, o, device_);
+  OneBitLamb host(*comm_, layers, o), dev(*comm_, layers, o, Device::cuda(device_));
   auto hp = values(0, 77, n);
   float* dp = device_copy(hp);
   float* dg = device_copy(std::vector<float>(n));
@@ -160,7 +160,7 @@ TEST_F(OneBitGpuTest, LambMatchesTheHost) {
     auto hg = values(comm_->rank(), step, n, 0.1f);
     put(dg, hg);
     host.step(hp.data(), hg.data());
-    dev.step(dp, dg, stream_);
+    dev.step(dp, dg, Stream(stream_));
     expect_close(get(dp, n), hp, 1e-4, "parameters");
     expect_close(dev.last_coefficients(), host.last_coefficients(), 1e-4, "coefficients");
   }
@@ -169,7 +169,7 @@ TEST_F(OneBitGpuTest, LambMatchesTheHost) {
   // The papers' frozen coefficients are CPU-only: refused with what to do.
   OneBitLambOptions frozen = o;
   frozen.live_coefficients = false;
-  EXPECT_THROW(OneBitLamb refused(*comm_, layers, frozen, device_), Error);
+  EXPECT_THROW(OneBitLamb refused(*comm_, layers, frozen, Device::cuda(device_)), Error);
 }
 
 }  // namespace

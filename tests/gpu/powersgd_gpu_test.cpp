@@ -30,7 +30,7 @@ std::vector<GradientInfo> model(int device) {
   auto g = [device](std::vector<size_t> shape, const char* name) {
     size_t n = 1;
     for (size_t s : shape) n *= s;
-    GradientInfo info{n, DataType::Float32, device, name, shape};
+    GradientInfo info{n, DataType::Float32, Device::cuda(device), name, shape};
     return info;
   };
   return {g({64, 33}, "w1"), g({100}, "b1"), g({3000, 9}, "w2"), g({2, 700}, "w3"),
@@ -93,9 +93,9 @@ class PowerSgdGpuTest : public ::testing::Test {
                                 cudaMemcpyHostToDevice, stream_), cudaSuccess);
       // `v` goes away next: the copy from pageable memory must be done.
       EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      r.mark_ready(g, dev_[g], stream_);
+      r.mark_ready(g, dev_[g], Stream(stream_));
     }
-    r.finalize(stream_);
+    r.finalize(Stream(stream_));
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     std::vector<std::vector<float>> out(gs.size());
     for (size_t g = 0; g < gs.size(); ++g) {
@@ -129,7 +129,7 @@ void expect_close(const std::vector<std::vector<float>>& a,
 TEST_F(PowerSgdGpuTest, DeviceBucketsMatchTheHostAndStatesCrossDevices) {
   PowerSGDOptions o;
   o.matrix_approximation_rank = 4;
-  o.start_powerSGD_iter = 1;  // step 0 is a plain allreduce
+  o.start_powersgd_iter = 1;  // step 0 is a plain allreduce
   auto host_state = std::make_shared<PowerSGDState>(o);
   auto dev_state = std::make_shared<PowerSGDState>(o);
   Reducer host(*comm_, model(-1), options(host_state));

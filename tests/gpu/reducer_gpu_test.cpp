@@ -107,7 +107,7 @@ struct DeviceGrads {
   explicit DeviceGrads(const std::vector<GradientInfo>& gs) {
     for (const auto& g : gs) {
       ptr.push_back(nullptr);
-      if (g.device >= 0) {
+      if (g.device.is_cuda()) {
         EXPECT_EQ(cudaMalloc(&ptr.back(), g.elements * element_size(g.dtype) + 1), cudaSuccess);
       }
     }
@@ -119,13 +119,13 @@ struct DeviceGrads {
 };
 
 const std::vector<GradientInfo> kGradients = {
-    {1000, DataType::Float32, 0, "fc.weight"}, {33, DataType::Float64, 0, "fc.bias"},
-    {65537, DataType::Float16, 0, "embed.weight"}, {1, DataType::BFloat16, 0, "scale"},
-    {0, DataType::Float32, 0, "empty"}, {70001, DataType::Float32, 0, "big.weight"},
-    {513, DataType::BFloat16, 0, "norm.weight"}};
+    {1000, DataType::Float32, Device::cuda(0), "fc.weight"}, {33, DataType::Float64, Device::cuda(0), "fc.bias"},
+    {65537, DataType::Float16, Device::cuda(0), "embed.weight"}, {1, DataType::BFloat16, Device::cuda(0), "scale"},
+    {0, DataType::Float32, Device::cuda(0), "empty"}, {70001, DataType::Float32, Device::cuda(0), "big.weight"},
+    {513, DataType::BFloat16, Device::cuda(0), "norm.weight"}};
 
 std::vector<GradientInfo> on_device(int device, std::vector<GradientInfo> gs = kGradients) {
-  for (auto& g : gs) g.device = device;
+  for (auto& g : gs) g.device = Device::cuda(device);
   return gs;
 }
 
@@ -164,9 +164,9 @@ TEST_F(ReducerGpuTest, AveragesEveryDtypeOnTheGradientsStreams) {
   for (int step = 0; step < 3; ++step) {
     produce(d.ptr, gs, step);
     // Forward registration order: not the plan's guess, so step 0 rebuilds.
-    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, d.ptr[g], produce_);
+    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, d.ptr[g], Stream(produce_));
     delay(consume_);  // the write-back must wait for this too
-    r.finalize(consume_);
+    r.finalize(Stream(consume_));
     for (size_t g = 0; g < gs.size(); ++g) {
       const auto got = download(d.ptr[g], gs[g].elements * element_size(gs[g].dtype), consume_);
       expect_average(gs[g].dtype, got, comm_->size(), step, g, false, "mark_ready(i, grad, stream)");
@@ -188,8 +188,8 @@ TEST_F(ReducerGpuTest, BucketViewsScaleInPlaceAndSurviveTheRebuild) {
     for (size_t g = 0; g < gs.size(); ++g) views.push_back(r.bucket_view(g));
     produce(views, gs, step);
     const uint64_t gen = r.plan_generation();
-    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, nullptr, produce_);
-    r.finalize(consume_);
+    for (size_t g = 0; g < gs.size(); ++g) r.mark_ready(g, nullptr, Stream(produce_));
+    r.finalize(Stream(consume_));
     if (step == 0) EXPECT_EQ(r.plan_generation(), gen + 1);
     // After a rebuild the views moved and carry the step's results.
     for (size_t g = 0; g < gs.size(); ++g) {
@@ -215,9 +215,9 @@ TEST_F(ReducerGpuTest, UnusedParametersContributeZerosAndShardedModeWritesBack) 
       // Gradients 1 and 5 are used on rank 0 only: the others contribute zeros.
       for (size_t g = 0; g < gs.size(); ++g) {
         if ((g == 1 || g == 5) && comm_->rank() != 0) continue;
-        r.mark_ready(g, nullptr, produce_);
+        r.mark_ready(g, nullptr, Stream(produce_));
       }
-      r.finalize(consume_);
+      r.finalize(Stream(consume_));
       for (size_t g = 0; g < gs.size(); ++g) {
         const size_t es = element_size(gs[g].dtype);
         const auto got = download(d.ptr[g], gs[g].elements * es, consume_);
@@ -247,8 +247,8 @@ TEST_F(ReducerGpuTest, UnusedParametersContributeZerosAndShardedModeWritesBack) 
 
 TEST_F(ReducerGpuTest, HostAndDeviceGradientsInOneReducer) {
   std::vector<GradientInfo> gs = on_device(device_);
-  gs[1].device = -1;  // fc.bias stays in host memory
-  gs[3].device = -1;
+  gs[1].device = Device::host();  // fc.bias stays in host memory
+  gs[3].device = Device::host();
   ReducerOptions opt;
   opt.caps = BucketCaps{4096, 64 << 10};
   opt.shared_buckets = false;
@@ -261,20 +261,20 @@ TEST_F(ReducerGpuTest, HostAndDeviceGradientsInOneReducer) {
       std::vector<double> v(gs[g].elements);
       for (size_t i = 0; i < v.size(); ++i) v[i] = grad_value(comm_->rank(), step, g, i);
       staged[g] = encode(gs[g].dtype, v);
-      if (gs[g].device < 0) {
+      if (gs[g].device.is_host()) {
         host_grads[g] = staged[g];
       } else if (!staged[g].empty()) {
         ASSERT_EQ(cudaMemcpyAsync(d.ptr[g], staged[g].data(), staged[g].size(), cudaMemcpyHostToDevice, produce_), cudaSuccess);
       }
     }
     for (size_t g = 0; g < gs.size(); ++g) {
-      r.mark_ready(g, gs[g].device < 0 ? static_cast<void*>(host_grads[g].data()) : d.ptr[g], produce_);
+      r.mark_ready(g, gs[g].device.is_host() ? static_cast<void*>(host_grads[g].data()) : d.ptr[g], Stream(produce_));
     }
-    r.finalize(consume_);
+    r.finalize(Stream(consume_));
     ASSERT_EQ(cudaStreamSynchronize(consume_), cudaSuccess);
     for (size_t g = 0; g < gs.size(); ++g) {
       const size_t bytes = gs[g].elements * element_size(gs[g].dtype);
-      const auto got = gs[g].device < 0 ? host_grads[g] : download(d.ptr[g], bytes, consume_);
+      const auto got = gs[g].device.is_host() ? host_grads[g] : download(d.ptr[g], bytes, consume_);
       expect_average(gs[g].dtype, got, comm_->size(), step, g, false, "host+device");
     }
   }
@@ -284,7 +284,7 @@ TEST_F(ReducerGpuTest, RefusesWhatItCannotDoOnTheDevice) {
   int count = 0;
   cudaGetDeviceCount(&count);
   try {
-    Reducer r(*comm_, {{4, DataType::Float32, count, "far.w"}});
+    Reducer r(*comm_, {{4, DataType::Float32, Device::cuda(count), "far.w"}});
     ADD_FAILURE() << "a device that does not exist must be refused";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
@@ -300,10 +300,10 @@ TEST_F(ReducerGpuTest, SixteenBitHooksOnDeviceBuckets) {
   for (bool bf16 : {false, true}) {
     for (bool sharded : {false, true}) {
       SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + (sharded ? " sharded" : ""));
-      std::vector<GradientInfo> gs = {{1000, DataType::Float32, device_, "a"},
-                                      {33, DataType::Float64, device_, "b"},
-                                      {70001, DataType::Float32, device_, "c"},
-                                      {513, DataType::Float32, -1, "host"}};
+      std::vector<GradientInfo> gs = {{1000, DataType::Float32, Device::cuda(device_), "a"},
+                                      {33, DataType::Float64, Device::cuda(device_), "b"},
+                                      {70001, DataType::Float32, Device::cuda(device_), "c"},
+                                      {513, DataType::Float32, Device::host(), "host"}};
       ReducerOptions opt;
       opt.caps = BucketCaps{4096, 64 << 10};
       opt.comm_hook = bf16 ? bf16_compress_hook() : fp16_compress_hook();
@@ -315,7 +315,7 @@ TEST_F(ReducerGpuTest, SixteenBitHooksOnDeviceBuckets) {
       for (int step = 0; step < 2; ++step) {
         std::vector<void*> targets(gs.size(), nullptr);
         for (size_t g = 0; g < gs.size(); ++g) {
-          if (gs[g].device >= 0) {
+          if (gs[g].device.is_cuda()) {
             targets[g] = d.ptr[g];
           } else {
             std::vector<double> v(gs[g].elements);
@@ -327,23 +327,23 @@ TEST_F(ReducerGpuTest, SixteenBitHooksOnDeviceBuckets) {
         std::vector<void*> ptrs;
         for (size_t g = 0; g < gs.size(); ++g) {
           GradientInfo info = gs[g];
-          if (info.device < 0) info.elements = 0;  // produce() uploads device gradients only
+          if (info.device.is_host()) info.elements = 0;  // produce() uploads device gradients only
           on_gpu.push_back(info);
           ptrs.push_back(targets[g] ? targets[g] : d.ptr[0]);
         }
         produce(ptrs, on_gpu, step);
         for (size_t g = 0; g < gs.size(); ++g) {
-          r.mark_ready(g, gs[g].device < 0 ? static_cast<void*>(host_grads[g].data()) : d.ptr[g],
-                       produce_);
+          r.mark_ready(g, gs[g].device.is_host() ? static_cast<void*>(host_grads[g].data()) : d.ptr[g],
+                       Stream(produce_));
         }
         const uint64_t generation = r.plan_generation();
-        r.finalize(consume_);
+        r.finalize(Stream(consume_));
         // Sharded: every element is an average only after a rebuild (Note
         // [rebuild once]); otherwise only the shards are (checked elsewhere).
         if (sharded && comm_->size() > 1 && r.plan_generation() == generation) continue;
         for (size_t g = 0; g < gs.size(); ++g) {
           const size_t bytes = gs[g].elements * element_size(gs[g].dtype);
-          const auto got = gs[g].device < 0 ? host_grads[g] : download(d.ptr[g], bytes, consume_);
+          const auto got = gs[g].device.is_host() ? host_grads[g] : download(d.ptr[g], bytes, consume_);
           expect_average(gs[g].dtype, got, comm_->size(), step, g, false, "16-bit hook", true);
         }
       }

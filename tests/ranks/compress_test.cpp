@@ -438,7 +438,7 @@ TEST(PowerSGD, FullRankIsTheExactAverage) {
   PowerSGDOptions o;
   o.matrix_approximation_rank = 64;  // >= every matrix's smaller side
   o.min_compression_rate = 0;        // compress every matrix anyway
-  o.start_powerSGD_iter = 0;
+  o.start_powersgd_iter = 0;
   o.use_error_feedback = false;
   auto state = std::make_shared<PowerSGDState>(o);
   const auto got = run_powersgd(state, 0, 1, 5);
@@ -480,7 +480,7 @@ TEST(PowerSGD, LowRankKeepsReplicasIdenticalAndCompresses) {
   auto& w = world();
   PowerSGDOptions o;
   o.matrix_approximation_rank = 2;
-  o.start_powerSGD_iter = 2;
+  o.start_powersgd_iter = 2;
   auto state = std::make_shared<PowerSGDState>(o);
   const auto got = run_powersgd(state, 0, 6, 9);
   ASSERT_TRUE(same_on_every_rank(got.data(), got.size() * sizeof(float)));
@@ -506,7 +506,7 @@ TEST(PowerSGD, LowRankKeepsReplicasIdenticalAndCompresses) {
 TEST(PowerSGD, SaveLoadContinuesBitForBit) {
   PowerSGDOptions o;
   o.matrix_approximation_rank = 1;
-  o.start_powerSGD_iter = 1;
+  o.start_powersgd_iter = 1;
   auto straight_state = std::make_shared<PowerSGDState>(o);
   auto straight = run_powersgd(straight_state, 0, 8, 21);
 

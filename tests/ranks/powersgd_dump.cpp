@@ -65,7 +65,7 @@ int main(int argc, char** argv) try {
 
   gradwire::PowerSGDOptions o;
   o.matrix_approximation_rank = rank;
-  o.start_powerSGD_iter = 0;
+  o.start_powersgd_iter = 0;
   o.min_compression_rate = 1;
   auto state = std::make_shared<gradwire::PowerSGDState>(o);
   gradwire::ReducerOptions ro;

@@ -19,6 +19,7 @@ namespace {
 
 using gradwire::BucketCaps;
 using gradwire::DataType;
+using gradwire::Device;
 using gradwire::GradientInfo;
 using gradwire::Reducer;
 using gradwire::ReducerOptions;
@@ -167,7 +168,7 @@ std::vector<GradientInfo> mixed_model(bool floats_only = false) {
                             DataType::BFloat16, DataType::Float32, DataType::Float16};
   std::vector<GradientInfo> gs;
   for (size_t i = 0; i < std::size(kSizes); ++i) {
-    gs.push_back({kSizes[i], floats_only ? DataType::Float32 : cycle[i % 6], -1,
+    gs.push_back({kSizes[i], floats_only ? DataType::Float32 : cycle[i % 6], Device::host(),
                   "layer" + std::to_string(i)});
   }
   return gs;
@@ -292,7 +293,7 @@ TEST(Reducer, GradientViews) {
 TEST(Reducer, RebuildAgreesOnRankZerosOrder) {
   auto& w = world();
   std::vector<GradientInfo> gs;
-  for (int i = 0; i < 12; ++i) gs.push_back({100, DataType::Float32, -1, "p" + std::to_string(i)});
+  for (int i = 0; i < 12; ++i) gs.push_back({100, DataType::Float32, Device::host(), "p" + std::to_string(i)});
   ReducerOptions opt;
   opt.caps = BucketCaps{800, 800};  // two gradients per Bucket
   Reducer r(w, gs, opt);
@@ -320,7 +321,7 @@ TEST(Reducer, UnusedParametersWithTheOption) {
   auto& w = world();
   std::vector<GradientInfo> gs;
   for (int i = 0; i < 8; ++i)
-    gs.push_back({size_t(50 + 300 * i), DataType::Float32, -1, "p" + std::to_string(i)});
+    gs.push_back({size_t(50 + 300 * i), DataType::Float32, Device::host(), "p" + std::to_string(i)});
   ReducerOptions opt;
   opt.caps = BucketCaps{2048, 4096};
   opt.find_unused_parameters = true;
@@ -353,11 +354,11 @@ TEST(Reducer, UnusedParametersWithTheOption) {
 
 TEST(Reducer, UnusedParametersWithoutTheOptionNameThem) {
   auto& w = world();
-  const std::vector<GradientInfo> gs = {{300, DataType::Float32, -1, "fc1.weight"},
-                                        {20, DataType::Float32, -1, "fc1.bias"},
-                                        {400, DataType::Float32, -1, "fc2.weight"},
-                                        {20, DataType::Float32, -1, "fc2.bias"},
-                                        {500, DataType::Float32, -1, "out.weight"}};
+  const std::vector<GradientInfo> gs = {{300, DataType::Float32, Device::host(), "fc1.weight"},
+                                        {20, DataType::Float32, Device::host(), "fc1.bias"},
+                                        {400, DataType::Float32, Device::host(), "fc2.weight"},
+                                        {20, DataType::Float32, Device::host(), "fc2.bias"},
+                                        {500, DataType::Float32, Device::host(), "out.weight"}};
   ReducerOptions opt;
   opt.caps = BucketCaps{1024, 2048};
   Reducer r(w, gs, opt);
@@ -443,7 +444,7 @@ bool representable16(DataType wire, float v) {
 TEST(Reducer, CompressionHooks) {
   auto& w = world();
   auto gs = mixed_model(/*floats_only=*/true);
-  gs.push_back({777, DataType::Float64, -1, "double"});  // not compressed
+  gs.push_back({777, DataType::Float64, Device::host(), "double"});  // not compressed
   const uint64_t seed = 18;
   for (DataType wire : {DataType::Float16, DataType::BFloat16}) {
     for (bool sharded : {false, true}) {
@@ -517,7 +518,7 @@ TEST(Reducer, CustomHookRunsPerBucketInOrder) {
   // A hook that returns no Work is reported with its Bucket.
   ReducerOptions bad = opt;
   bad.comm_hook = [](gradwire::BucketContext&) { return gradwire::Work(); };
-  Reducer rb(w, {{4, DataType::Float32, -1, "w"}}, bad);
+  Reducer rb(w, {{4, DataType::Float32, Device::host(), "w"}}, bad);
   float x[4] = {1, 2, 3, 4};
   rb.mark_ready(0, x);
   try {
@@ -533,12 +534,11 @@ TEST(Reducer, RejectsWhatItCannotAverage) {
   auto expect_invalid = [](auto&& fn, const char* needle) {
     expect_error(fn, gradwire::ErrorCode::InvalidArgument, needle);
   };
-  expect_invalid([&] { Reducer(w, {{4, DataType::Int64, -1, "steps"}}); }, "steps");
+  expect_invalid([&] { Reducer(w, {{4, DataType::Int64, Device::host(), "steps"}}); }, "steps");
   // Device 64 exists nowhere (a build without CUDA refuses any device).
-  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, 64, "gpu.w"}}); }, "gpu.w");
-  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, 64, "gpu.w"}}); }, "CUDA device 64");
-  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, -2, "odd.w"}}); }, "odd.w has device -2");
-  Reducer r(w, {{4, DataType::Float32, -1, "w"}});
+  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, Device::cuda(64), "gpu.w"}}); }, "gpu.w");
+  expect_invalid([&] { Reducer(w, {{4, DataType::Float32, Device::cuda(64), "gpu.w"}}); }, "CUDA device 64");
+  Reducer r(w, {{4, DataType::Float32, Device::host(), "w"}});
   expect_invalid([&] { r.mark_ready(1); }, "mark_ready(1)");
   expect_invalid([&] { r.mark_ready(0); }, "set_gradient_buffer");
   expect_invalid([&] { r.shard(0); }, "sharded");
@@ -555,9 +555,9 @@ TEST(ReducerFault, ParameterUnusedOnOneRankOnly) {
   if (!std::getenv("GW_REDUCER_FAULT_TEST")) GTEST_SKIP() << "run by its own ctest entry";
   auto& w = world();
   if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
-  const std::vector<GradientInfo> gs = {{1000, DataType::Float32, -1, "a"},
-                                        {1000, DataType::Float32, -1, "b"},
-                                        {1000, DataType::Float32, -1, "c"}};
+  const std::vector<GradientInfo> gs = {{1000, DataType::Float32, Device::host(), "a"},
+                                        {1000, DataType::Float32, Device::host(), "b"},
+                                        {1000, DataType::Float32, Device::host(), "c"}};
   ReducerOptions opt;
   opt.caps = BucketCaps{4000, 4000};  // one gradient per Bucket: c, b, a
   Reducer r(w, gs, opt);

@@ -27,9 +27,9 @@ int main(int argc, char** argv) {
   const double hold = std::atof(argv[2]);
   auto comm = Communicator::create();
   const int rank = comm->rank();
-  const std::vector<GradientInfo> gs = {{1000, DataType::Float32, -1, "a"},
-                                        {1000, DataType::Float32, -1, "b"},
-                                        {1000, DataType::Float32, -1, "c"}};
+  const std::vector<GradientInfo> gs = {{1000, DataType::Float32, gradwire::Device::host(), "a"},
+                                        {1000, DataType::Float32, gradwire::Device::host(), "b"},
+                                        {1000, DataType::Float32, gradwire::Device::host(), "c"}};
   ReducerOptions opt;
   opt.caps = BucketCaps{4000, 4000};  // one gradient per Bucket: c, b, a
   Reducer reducer(*comm, gs, opt);

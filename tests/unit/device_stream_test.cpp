@@ -13,31 +13,31 @@ namespace {
 
 TEST(DeviceStreamScope, NestsAndRestores) {
   int a = 0, b = 0;
-  EXPECT_EQ(DeviceStreamScope::current(), nullptr);
+  EXPECT_EQ(DeviceStreamScope::current(), Stream());
   {
-    DeviceStreamScope outer(&a);
-    EXPECT_EQ(DeviceStreamScope::current(), &a);
+    DeviceStreamScope outer{Stream(&a)};
+    EXPECT_EQ(DeviceStreamScope::current(), Stream(&a));
     {
-      DeviceStreamScope inner(&b);
-      EXPECT_EQ(DeviceStreamScope::current(), &b);
+      DeviceStreamScope inner{Stream(&b)};
+      EXPECT_EQ(DeviceStreamScope::current(), Stream(&b));
       {
-        DeviceStreamScope legacy(nullptr);  // back to the legacy default stream
-        EXPECT_EQ(DeviceStreamScope::current(), nullptr);
+        DeviceStreamScope legacy{Stream()};  // back to the legacy default stream
+        EXPECT_EQ(DeviceStreamScope::current(), Stream());
       }
-      EXPECT_EQ(DeviceStreamScope::current(), &b);
+      EXPECT_EQ(DeviceStreamScope::current(), Stream(&b));
     }
-    EXPECT_EQ(DeviceStreamScope::current(), &a);
+    EXPECT_EQ(DeviceStreamScope::current(), Stream(&a));
   }
-  EXPECT_EQ(DeviceStreamScope::current(), nullptr);
+  EXPECT_EQ(DeviceStreamScope::current(), Stream());
 }
 
 TEST(DeviceStreamScope, IsPerThread) {
   int a = 0;
-  DeviceStreamScope scope(&a);
-  void* seen = &a;
+  DeviceStreamScope scope{Stream(&a)};
+  Stream seen(&a);
   std::thread([&] { seen = DeviceStreamScope::current(); }).join();
-  EXPECT_EQ(seen, nullptr) << "another thread must not see this thread's scope";
-  EXPECT_EQ(DeviceStreamScope::current(), &a);
+  EXPECT_EQ(seen, Stream()) << "another thread must not see this thread's scope";
+  EXPECT_EQ(DeviceStreamScope::current(), Stream(&a));
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 
 Options options_for(const std::string& provider, std::chrono::milliseconds timeout = 60s) {
   Options o;
-  o.provider = provider;
+  o.transport.provider = provider;
   o.timeout = timeout;
   return o;
 }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "transport/ofi/memory.h"
+#include "transport/ofi/registration_cache.h"
 
 namespace gradwire::transport::ofi {
 namespace {

@@ -18,7 +18,7 @@
 #include <numeric>
 #include <vector>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "transport/ofi/transport.h"
 
 namespace gradwire::transport::ofi {

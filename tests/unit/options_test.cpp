@@ -53,13 +53,13 @@ TEST(Options, EnvironmentOverrides) {
   ScopedEnv f("GRADWIRE_LOG_LEVEL", "debug");
   ScopedEnv g("GRADWIRE_DEVICE_PATH", "staged");
   Options o = Options{}.with_env_overrides();
-  EXPECT_EQ(o.device_path, "staged");
+  EXPECT_EQ(o.device.path, Options::Device::Path::Staged);
   EXPECT_EQ(o.timeout, std::chrono::milliseconds(2500));
-  EXPECT_EQ(o.provider, "tcp;ofi_rxm");
-  EXPECT_EQ(o.segment_bytes, 256u * 1024);
-  EXPECT_EQ(o.small_message_bytes, 1u << 20);
-  EXPECT_TRUE(o.always_register);
-  EXPECT_EQ(o.log_level, "debug");
+  EXPECT_EQ(o.transport.provider, "tcp;ofi_rxm");
+  EXPECT_EQ(o.collectives.segment_bytes, 256u * 1024);
+  EXPECT_EQ(o.collectives.small_message_bytes, 1u << 20);
+  EXPECT_EQ(o.transport.registration, Options::Transport::Registration::Always);
+  EXPECT_EQ(o.diagnostics.log_level, "debug");
   EXPECT_NO_THROW(o.validate());
 }
 
@@ -108,10 +108,10 @@ TEST(Options, NeverHangSilentlyVariables) {
   ScopedEnv c("GRADWIRE_DEBUG", "detail");
   ScopedEnv d("GRADWIRE_ASYNC_ERROR_HANDLING", "abort");
   Options o = Options{}.with_env_overrides();
-  EXPECT_EQ(o.flight_recorder_size, 16u);
-  EXPECT_EQ(o.flight_recorder_dir, "/tmp/x");
-  EXPECT_TRUE(o.debug_detail);
-  EXPECT_TRUE(o.abort_process_on_error);
+  EXPECT_EQ(o.diagnostics.flight_recorder_size, 16u);
+  EXPECT_EQ(o.diagnostics.flight_recorder_dir, "/tmp/x");
+  EXPECT_TRUE(o.diagnostics.debug_detail);
+  EXPECT_TRUE(o.diagnostics.abort_process_on_error);
   {
     ScopedEnv e("GRADWIRE_DEBUG", "verbose");
     expect_invalid({}, "GRADWIRE_DEBUG");
@@ -173,7 +173,7 @@ TEST(Options, ExplicitFieldsAreValidated) {
   o.timeout = std::chrono::milliseconds(0);
   EXPECT_THROW(o.validate(), Error);
   o = Options{};
-  o.segment_bytes = 1;
+  o.collectives.segment_bytes = 1;
   EXPECT_THROW(o.validate(), Error);
 }
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/context.h"
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 #include "collectives/hierarchy.h"
 #include "runtime/setup.h"
 
@@ -12,12 +12,12 @@ namespace {
 
 TEST(Plan, AllreduceAlgorithmBySize) {
   Options o;
-  o.small_message_bytes = 64 * 1024;
+  o.collectives.small_message_bytes = 64 * 1024;
   EXPECT_EQ(choose_allreduce(1 << 20, 1, o), Algorithm::Local);
   EXPECT_EQ(choose_allreduce(0, 4, o), Algorithm::RecursiveDoubling);
   EXPECT_EQ(choose_allreduce(64 * 1024, 4, o), Algorithm::RecursiveDoubling);
   EXPECT_EQ(choose_allreduce(64 * 1024 + 1, 4, o), Algorithm::Ring);
-  o.small_message_bytes = 0;
+  o.collectives.small_message_bytes = 0;
   EXPECT_EQ(choose_allreduce(4, 3, o), Algorithm::Ring);
 }
 

@@ -13,12 +13,15 @@ namespace {
 using gradwire::BucketCaps;
 using gradwire::BucketPlan;
 using gradwire::DataType;
+using gradwire::Device;
 using gradwire::GradientSpec;
 using gradwire::plan_buckets;
 
 constexpr size_t MiB = size_t(1) << 20;
 
-GradientSpec f32(size_t elements, int device = -1) { return {elements, DataType::Float32, device}; }
+GradientSpec f32(size_t elements, int device = -1) {
+  return {elements, DataType::Float32, Device::cuda(device)};
+}
 
 size_t bytes_of(const std::vector<GradientSpec>& g, const gradwire::PlannedBucket& b) {
   size_t total = 0;
@@ -109,8 +112,8 @@ TEST(ReducerPlan, OversizeGradientGetsItsOwnBucket) {
 
 TEST(ReducerPlan, DtypesAndDevicesNeverShareABucket) {
   std::vector<GradientSpec> g = {
-      f32(100), {100, DataType::Float16, -1}, f32(100, 0), f32(100), {100, DataType::Float16, -1},
-      f32(100, 1), {100, DataType::Float64, -1}, f32(100, 0)};
+      f32(100), {100, DataType::Float16, Device::host()}, f32(100, 0), f32(100), {100, DataType::Float16, Device::host()},
+      f32(100, 1), {100, DataType::Float64, Device::host()}, f32(100, 0)};
   BucketPlan plan = plan_buckets(g, BucketCaps{1 << 20, 1 << 20});
   check_consistent(g, plan);
   // One Bucket per (dtype, device) group: f32/cpu, f16/cpu, f32/0, f32/1, f64/cpu.
@@ -142,7 +145,7 @@ TEST(ReducerPlan, InverseMap) {
   std::vector<GradientSpec> g;
   for (int i = 0; i < 200; ++i) {
     const DataType dt = (rng() % 4 == 0) ? DataType::BFloat16 : DataType::Float32;
-    g.push_back({size_t(rng() % 3000), dt, -1});
+    g.push_back({size_t(rng() % 3000), dt, Device::host()});
   }
   std::vector<size_t> order(g.size());
   std::iota(order.begin(), order.end(), 0);

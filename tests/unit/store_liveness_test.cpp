@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
 #include "test_util.h"

@@ -46,7 +46,7 @@ void register_powersgd(py::module_& m) {
                        bool batch_tensors_with_same_shape) {
              PowerSGDOptions o;
              o.matrix_approximation_rank = matrix_approximation_rank;
-             o.start_powerSGD_iter = start_powerSGD_iter;
+             o.start_powersgd_iter = start_powerSGD_iter;  // torch's keyword, our field
              o.min_compression_rate = min_compression_rate;
              o.use_error_feedback = use_error_feedback;
              o.warm_start = warm_start;

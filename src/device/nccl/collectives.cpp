@@ -2,7 +2,7 @@
 #if GRADWIRE_HAVE_NCCL
 #include "device/nccl/collectives.h"
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::device::nccl {
 

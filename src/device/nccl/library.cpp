@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 
 #ifndef GRADWIRE_NCCL_LIBRARY
@@ -103,7 +103,7 @@ std::string Library::describe(ncclResult_t rc, ncclComm_t comm) const {
 
 #include <fmt/format.h>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "gradwire/version.h"
 
 namespace gradwire {

@@ -1,7 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // Note [staged device collectives]: the "staged" way of Note [GPU memory
 // over libfabric], as a device Backend (device/backend.h) that
-// the Communicator routes CUDA buffers to when Options::device_path says
+// the Communicator routes CUDA buffers to when Options::device.path says
 // "staged" (or "auto" in a build without NCCL). A collective runs gradwire's
 // own algorithms over libfabric, on the engine thread, in the communicator's
 // one order of collectives, on pinned host copies of the device buffers:
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "diag/flight_recorder.h"
 #include "device/backend.h"
 #include "device/staged/staging.h"

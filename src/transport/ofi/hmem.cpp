@@ -4,7 +4,7 @@
 #include <cstring>
 #include <memory>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "transport/ofi/resources.h"
 
 namespace gradwire::transport::ofi {

@@ -25,7 +25,7 @@
 
 #include <string>
 
-#include "transport/ofi/memory.h"
+#include "transport/ofi/registration_cache.h"
 
 namespace gradwire::transport::ofi {
 

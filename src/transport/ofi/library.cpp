@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "base/signals.h"
 #include "gradwire/version.h"

@@ -34,11 +34,11 @@
 #include <cstring>
 #include <thread>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "base/shm_reclaim.h"
-#include "bootstrap/socket.h"
-#include "transport/ofi/memory.h"
+#include "base/fd.h"
+#include "transport/ofi/registration_cache.h"
 #include "transport/ofi/resources.h"
 
 namespace gradwire::transport::ofi {
@@ -736,7 +736,7 @@ class OfiTransport final : public Transport {
   FabricPtr fabric_;
   DomainPtr domain_;
   std::string shm_name_;  // the shm provider's region name (Note [unique shm names])
-  bootstrap::UniqueFd region_lock_;  // Note [reclaiming dead regions]
+  UniqueFd region_lock_;  // Note [reclaiming dead regions]
   MrCache::Registrar registrar_;  // set when buffers must be registered
   std::unique_ptr<MrCache> mr_cache_;
   CompletionQueuePtr cq_;

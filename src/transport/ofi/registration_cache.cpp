@@ -1,11 +1,11 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "transport/ofi/memory.h"
+#include "transport/ofi/registration_cache.h"
 
 #include <unistd.h>
 
 #include <memory>
 
-#include "base/errors.h"
+#include "base/raise.h"
 
 namespace gradwire::transport::ofi {
 

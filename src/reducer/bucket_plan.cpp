@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "base/errors.h"
+#include "base/raise.h"
 #include "gradwire/reducer.h"
 
 namespace gradwire {
@@ -73,7 +73,7 @@ BucketPlan plan_buckets(const std::vector<GradientSpec>& gradients, const Bucket
   auto close = [&](OpenBucket& ob) {
     if (!ob.bucket.gradients.empty()) closed.emplace_back(ob.last_position, std::move(ob.bucket));
     const DataType dt = ob.bucket.dtype;
-    const int dev = ob.bucket.device;
+    const Device dev = ob.bucket.device;
     ob.bucket = PlannedBucket{};
     ob.bucket.dtype = dt;
     ob.bucket.device = dev;
@@ -90,7 +90,7 @@ BucketPlan plan_buckets(const std::vector<GradientSpec>& gradients, const Bucket
             "than the address space holds", g, spec.elements, to_string(spec.dtype));
     }
     const size_t bytes = spec.elements * es;
-    auto [it, inserted] = open.try_emplace({spec.dtype, spec.device});
+    auto [it, inserted] = open.try_emplace({spec.dtype, spec.device.index()});
     OpenBucket& ob = it->second;
     if (inserted) {
       ob.bucket.dtype = spec.dtype;

@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "collectives/plan.h"
+#include "collectives/algorithm.h"
 
 #include <algorithm>
 
@@ -24,13 +24,13 @@ Algorithm choose_allreduce(size_t bytes, int world, const Options& options) {
   if (world == 1) return Algorithm::Local;
   // Recursive doubling moves the whole buffer log2(n) times but needs only
   // log2(n) (+2) latencies; the ring moves 2(n-1)/n of it in 2(n-1) steps.
-  if (bytes <= options.small_message_bytes) return Algorithm::RecursiveDoubling;
+  if (bytes <= options.collectives.small_message_bytes) return Algorithm::RecursiveDoubling;
   return Algorithm::Ring;
 }
 
 Algorithm choose_broadcast(size_t bytes, int world, const Options& options) {
   if (world == 1) return Algorithm::Local;
-  if (bytes <= options.small_message_bytes || world == 2) return Algorithm::BinomialTree;
+  if (bytes <= options.collectives.small_message_bytes || world == 2) return Algorithm::BinomialTree;
   return Algorithm::Chain;
 }
 

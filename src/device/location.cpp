@@ -1,5 +1,5 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-#include "device/memory.h"
+#include "device/location.h"
 
 #include <fmt/format.h>
 

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "base/deadline.h"
-#include "base/errors.h"
+#include "base/raise.h"
 #include "base/logging.h"
 #include "base/work_state.h"
 #include "device/nccl/collectives.h"
