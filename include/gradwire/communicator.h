@@ -90,8 +90,8 @@ class GRADWIRE_API Communicator {
   // The libfabric provider in use, e.g. "shm" or "tcp;ofi_rxm".
   std::string provider() const;
   const Options& options() const;
-  // Hosts the ranks run on (Options::host_id), and whether large allreduces
-  // run hierarchically across them (Options::hierarchical).
+  // Hosts the ranks run on (Options::transport.host_id), and whether large allreduces
+  // run hierarchically across them (Options::collectives.hierarchical).
   int host_count() const;
   bool hierarchical() const;
 
