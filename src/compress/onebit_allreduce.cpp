@@ -35,7 +35,8 @@
 
 namespace gradwire {
 
-class OneBitAllreduce::Impl {
+// Hidden, as Reducer::Impl (src/reducer/reducer_impl.h).
+class __attribute__((visibility("hidden"))) OneBitAllreduce::Impl {
  public:
   Impl(Communicator& comm, size_t count, int device)
       : comm_(comm), world_(size_t(comm.size())), rank_(size_t(comm.rank())), count_(count),

@@ -168,7 +168,8 @@ size_t checked_count(const Communicator& comm, const char* who, size_t n, int de
 
 // Both optimizers' stages, counters, state framing and host/device choice
 // (Note [one 1-bit orchestration]); the subclasses below add their math.
-class OneBitOptimizer::Impl {
+// Hidden, as Reducer::Impl (src/reducer/reducer_impl.h).
+class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
  public:
   // What the update of one step needs besides the moments.
   struct Step {

@@ -72,7 +72,8 @@ void fill_normal(float* out, size_t n, uint64_t seed) {
 
 }  // namespace
 
-class PowerSGDState::Impl {
+// Hidden, as Reducer::Impl (src/reducer/reducer_impl.h).
+class __attribute__((visibility("hidden"))) PowerSGDState::Impl {
  public:
   struct Bucket {
     // Layout (rebuilt when the Bucket's shape changes).

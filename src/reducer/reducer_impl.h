@@ -34,7 +34,9 @@ namespace gradwire {
 // (state.cpp).
 uint64_t gradient_list_fingerprint(const std::vector<GradientSpec>& specs);
 
-class Reducer::Impl {
+// Hidden: a nested class of an exported class is exported too (Note [hidden
+// symbols] in include/gradwire/export.h), and the Impl is no API.
+class __attribute__((visibility("hidden"))) Reducer::Impl {
  public:
   Impl(Communicator& comm, std::vector<GradientInfo> gradients, ReducerOptions options);
   ~Impl();

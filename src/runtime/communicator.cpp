@@ -9,6 +9,7 @@
 #include "collectives/collectives.h"
 #include "collectives/algorithm.h"
 #include "runtime/communicator_impl.h"
+#include "runtime/submit.h"
 #include "base/raise.h"
 #include "diag/fingerprint.h"
 #include "base/logging.h"
@@ -45,7 +46,6 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
                        const CallLabel& label) { return submit(call, std::move(fn), label); };
   devices = std::make_unique<device::Router>(std::move(host));
   engine_->set_poller([this] { return p2p_.poll(); }, [this] { p2p_.drop(); });
-  strategies_ = route::strategies_for(*this);
 }
 
 void CommunicatorImpl::check_usable(std::string_view op) {
@@ -74,35 +74,16 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (name == "world") trace::flush();
 }
 
-namespace {
-// Note [inline small collectives] in runtime/engine.h: a collective that
-// runs on its caller's thread (the task's `on_caller`, an argument rather
-// than a thread_local: a library's TLS read is a __tls_get_addr call, 2 %
-// of an 8-byte broadcast) waits with a spin budget: it gives up after
-// kInlineSpin and hands the rest to the engine thread, so a call never
-// blocks its caller on a late peer for long. Longer than a thread wake-up
-// (~10 us here): a peer whose last collective ended on its engine thread
-// is that much late, and a shorter budget made both ranks hand off on
-// every call in turn (7-11 us a collective instead of 1-2).
-constexpr std::chrono::microseconds kInlineSpin{200};
-
 // The timeline (diag/trace.h): a collective's queued and running phases.
 // Out of line: only traced runs pay for it.
-[[gnu::noinline]] void trace_collective(const std::string& comm, std::string_view op,
-                                       uint32_t seq, const CollectiveCall& info,
-                                       int64_t queued_us, int64_t started_us, bool ok) {
+void detail_submit::trace_collective(const std::string& comm, std::string_view op, uint32_t seq,
+                      const CollectiveCall& info, int64_t queued_us, int64_t started_us,
+                      bool ok) {
   const std::string label = fmt::format("{} #{}", op, seq);
   trace::span(comm, label + " queued", "queued", queued_us, started_us);
   trace::span(comm, label, "collective", started_us, trace::now_us(),
               fmt::format("\"detail\": \"{}\", \"ok\": {}", info.describe(), ok));
 }
-
-// A task of submit_task as the engine thread runs it: never on a caller's thread.
-template <class F>
-Engine::Task on_engine(F task) {
-  return [task = std::move(task)](detail::WorkState& work) mutable { task(work, false); };
-}
-}  // namespace
 
 // Note [the lean inline path]: a small collective on the caller's thread
 // costs about 0.3 us of flag traffic, and everything around it was once
@@ -142,126 +123,6 @@ Work CommunicatorImpl::submit(const CollectiveCall& info,
                               std::function<void(collectives::Context&)> fn, const Label& label,
                               bool inline_ok) {
   return submit_task(info, std::move(fn), label, inline_ok, coarse_now());
-}
-
-template <class F>
-Work CommunicatorImpl::submit_task(const CollectiveCall& info, F fn, const Label& label,
-                                   bool inline_ok, Clock::time_point now) {
-  if (aborted_) {
-    std::lock_guard<std::mutex> lk(state_mu_);
-    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: it was aborted: {}",
-          rank, label.name.empty() ? info.name() : label.name, name, abort_reason_);
-  }
-  const job::Interrupt& stop = job::interrupt();
-  if (stop.failed.load(std::memory_order_acquire)) {
-    raise(ErrorCode::Aborted, "rank {}: cannot start {} on communicator {}: {}", rank,
-          label.name.empty() ? info.name() : label.name, name, stop.reason);
-  }
-  std::unique_lock<BiasedMutex> lk(submit_mu_);
-  const uint32_t seq = next_seq_++;
-  std::shared_ptr<detail::WorkState> state = state_for(seq, info, label);
-  // Note [recording is a few stores] in diag/flight_recorder.h.
-  const uint64_t record = recorder_.queued(fr_ids_, fr_comm_, seq, info, now);
-  const int64_t queued_us = trace::enabled() ? trace::now_us() : 0;
-  // Mutable: a collective begun on the caller's thread and resumed on the
-  // engine's (Note [inline small collectives]) keeps its deadline and is
-  // recorded as started once. The call and its label are read from the
-  // state (`work.text()`), not copied into the closure: its construction
-  // was ~75 instructions of an 8-byte broadcast's ~1200 (issue 18).
-  auto task = [this, &stop, seq, record, queued_us, fn = std::move(fn), begun = false,
-               deadline = Deadline::never(),
-               started_us = int64_t(0)](detail::WorkState& work, bool on_caller) mutable {
-    const auto what = [&work]() -> const std::string& { return work.description(); };
-    const CollectiveCall& info = work.text().call;
-    const std::string& label_name = work.text().label;
-    const std::string_view op = label_name.empty() ? info.name() : std::string_view(label_name);
-    fr::Recorder& recorder = recorder_;
-    const bool resumed = begun;
-    if (!begun) {
-      begun = true;
-      recorder.started(record, on_caller);
-      // Note [coarse clock]: from when the engine or the caller marked the
-      // state started, on this thread, a moment ago (one clock read less).
-      deadline = Deadline(work.started + options.timeout);
-      // The timeline (diag/trace.h): queued and running phases of each collective.
-      started_us = queued_us ? trace::now_us() : 0;
-    }
-    if (aborted_) {
-      recorder.done(record, false);
-      std::lock_guard<std::mutex> lk(state_mu_);
-      raise(ErrorCode::Aborted, "{} did not run: the communicator was aborted: {}", what(),
-            abort_reason_);
-    }
-    collectives::Context ctx(*transport, rank, size, seq, deadline, options, scratch_, work);
-    ctx.set_interrupt(&stop.failed, &stop.reason, &stop.code);
-    ctx.set_side_progress(&p2p_.side_progress());
-    if (on_caller) ctx.set_spin_budget(kInlineSpin);
-    try {
-      if (!resumed && stop.failed.load(std::memory_order_acquire)) {
-        raise(ErrorCode::Aborted, "{} did not run: {}", what(), stop.reason);
-      }
-      last_started.store(seq, std::memory_order_relaxed);  // Note [reach report] in diag/reach.h
-      if (!resumed && options.diagnostics.debug_detail && info.op != CollectiveOp::Other) {
-        check_fingerprint(ctx, make_fingerprint(seq, info));
-      }
-      fn(ctx);
-    } catch (const Error& e) {
-      // Note [a failed collective aborts its communicator]: peers may be
-      // mid-way through this collective with transfers posted into our
-      // buffers; the message schedule is no longer shared. Cancel everything
-      // so no user buffer is written later, and refuse further collectives.
-      recorder.done(record, false);
-      if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, false);
-      // Note [reach report] in diag/reach.h: which ranks had reached this
-      // collective, before the failure is published (so the ranks it
-      // interrupts repeat it), unless another rank's report caused it.
-      std::string reach;
-      if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost) &&
-          !stop.failed.load(std::memory_order_acquire)) {
-        reach = Watchdog::reach_report(*watchdog_state, fmt::format("{} #{}", op, seq), seq);
-      }
-      fail_communicator(e.what() + reach, seq, e.code());
-      if (reach.empty()) throw;
-      throw Error(e.code(), e.message() + reach);
-    } catch (const std::exception& e) {
-      recorder.done(record, false);
-      if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, false);
-      fail_communicator(e.what(), seq, ErrorCode::Internal);
-      raise(ErrorCode::Internal, "{}: {}", what(), e.what());
-    }
-    recorder.done(record, true, on_caller);
-    if (queued_us) trace_collective(name, op, seq, info, queued_us, started_us, true);
-  };
-  // Note [inline small collectives] in runtime/engine.h. Claimed under
-  // submit_mu_, so a later submission queues behind this one. The state is
-  // only ours (and spare_state_'s) until claimed, so it is marked started
-  // without its lock (Note [the lean inline path]).
-  if (inline_ok && !options.diagnostics.debug_detail) {
-    state->phase = detail::WorkState::Phase::Running;
-    state->started = now;  // Note [coarse clock]
-    if (engine_->claim_inline()) {
-      lk.unlock();
-      std::exception_ptr err;
-      try {
-        task(*state, /*on_caller=*/true);
-      } catch (const collectives::WouldBlock&) {
-        // A peer is not there yet: the engine goes on with it, before
-        // anything queued meanwhile, and the caller gets a pending Work.
-        engine_->resume(state, on_engine(std::move(task)));
-        return Work(std::move(state));
-      } catch (...) {
-        err = std::current_exception();
-      }
-      // Nothing but this thread holds the state (the claim did not publish
-      // it, Note [a claim is two stores] in runtime/engine.cpp).
-      state->finish_unshared(err);
-      engine_->release_inline();
-      return Work(std::move(state));
-    }
-    state->phase = detail::WorkState::Phase::Queued;
-  }
-  engine_->submit_locked(state, on_engine(std::move(task)));  // under submit_mu_
-  return Work(std::move(state));
 }
 
 void CommunicatorImpl::fail_communicator(const std::string& reason, uint32_t seq,
@@ -441,27 +302,8 @@ Work CommunicatorImpl::start_device(const CollectiveCall& call, device::Steps st
 // deadline: three reads of ~30 instructions each before (issue 18).
 Work CommunicatorImpl::start(const CollectiveCall& call) {
   validate(call, rank, size);
-  const Clock::time_point now = coarse_now();
   // Note [ordered strategies] in runtime/router.h.
-  route::State state;
-  route::Chain chain;
-  bool inline_ok = true;
-  Work submitted;
-  for (const auto& s : strategies_) {
-    const route::Offer offer = s->offer(call, now, state, submitted);
-    using Kind = route::Offer::Kind;
-    if (offer.kind == Kind::Declines) continue;
-    if (offer.kind == Kind::Submitted) return submitted;
-    chain.at[chain.n++] = s.get();
-    inline_ok = inline_ok && offer.inline_ok;
-    if (offer.kind == Kind::Last) break;
-  }
-  return submit_task(call, [chain, call, state](collectives::Context& ctx) mutable {
-    for (uint8_t i = 0; i < chain.n; ++i) {
-      if (chain.at[i]->run(ctx, call, state)) return;
-    }
-    raise(ErrorCode::Internal, "{}: every strategy declined it", ctx.what());
-  }, {}, inline_ok && chain.n > 0, now);
+  return router_.start(call, coarse_now());
 }
 
 shm::Peers CommunicatorImpl::shm_peers(bool over_bootstrap) {

@@ -64,6 +64,14 @@ class CommunicatorImpl {
   // caller's thread when the engine is idle (Note [inline small collectives]).
   Work submit(const CollectiveCall& call, std::function<void(collectives::Context&)> fn,
               const Label& label = {}, bool inline_ok = false);
+  // submit() with `fn` of any type: on the caller's thread it runs without
+  // being wrapped in a std::function (Note [the lean inline path]); the
+  // definition is runtime/submit.h's, for the router's strategies.
+  template <class F>
+  // `now`: coarse_now() read once by the caller (Note [one clock read per
+  // call] in communicator.cpp).
+  Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok,
+                   Clock::time_point now);
   void abort(const std::string& reason);
   // abort() of the device collectives, the hierarchy's sub-communicators and
   // this one: Communicator::abort.
@@ -177,13 +185,6 @@ class CommunicatorImpl {
   // Flight recorder dump, report to the other ranks, and the
   // GRADWIRE_ASYNC_ERROR_HANDLING policy; any thread.
   void on_failure(const std::string& reason, uint32_t seq, ErrorCode code);
-  // submit() with `fn` of any type: on the caller's thread it runs without
-  // being wrapped in a std::function (Note [the lean inline path]).
-  template <class F>
-  // `now`: coarse_now() read once by the caller (Note [one clock read per
-  // call] in communicator.cpp).
-  Work submit_task(const CollectiveCall& call, F fn, const Label& label, bool inline_ok,
-                   Clock::time_point now);
   // A finished WorkState that nothing else holds is reused by the next
   // submission (Note [the lean inline path]); under submit_mu_.
   std::shared_ptr<detail::WorkState> state_for(uint32_t seq, const CollectiveCall& call,
@@ -192,8 +193,8 @@ class CommunicatorImpl {
   // the bootstrap (the world, before its first collective) or over its own
   // collectives.
   shm::Peers shm_peers(bool over_bootstrap);
-  // Note [ordered strategies], in order; made in the constructor.
-  std::vector<std::unique_ptr<route::Strategy>> strategies_;
+  // Note [ordered strategies] (runtime/router.h).
+  route::Router router_{*this};
 
   // The running collective's (engine thread, or a caller that claimed the
   // engine: Note [inline small collectives]).

@@ -14,29 +14,31 @@
 //                    allreduce] in collectives/hierarchy.cpp);
 //   4. transport     gradwire's algorithms over the transport
 //                    (collectives/), which takes everything left.
-// A strategy that takes a call either submits it itself (the device
-// backend has its own queue), or joins the call's chain: the strategies
-// that took it, in order, up to the first that will not decline. The
-// chain runs as one task in the communicator's order, each strategy in
-// turn until one ran the call: the one-host path may still decline on the
-// engine thread, jointly on every rank (the direct handshake finds a rank
-// whose buffers lie outside the shared windows while the copy path is
-// off), and the next strategy runs it. A new path is a Strategy in
-// runtime/strategies.cpp and a place in Router's list.
+// The first strategy that takes a call starts it: the device backend
+// through its own queue, the others as one task in the communicator's
+// order (on the caller's thread when the engine is idle and the strategy
+// makes no provider call, Note [inline small collectives]). A strategy may
+// still decline on the engine thread, jointly on every rank (the one-host
+// path's handshake finds a rank whose buffers lie outside the shared
+// windows while the copy path is off); then the next strategy that takes
+// the call runs it in the same task (Router::after). A new path is a
+// Strategy in runtime/strategies.cpp and its place in the list.
+//
+// The price of the objects is two or three virtual calls a collective:
+// each strategy submits its own task with a lambda of its own type (Note
+// [the lean inline path] in communicator.cpp), so an 8-byte broadcast on
+// one host costs what it did when the router was one function.
 #pragma once
 
 #include <array>
-#include <cstddef>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "base/collective_call.h"
 #include "base/deadline.h"
-#include "base/work_state.h"
 #include "collectives/context.h"
 #include "gradwire/work.h"
-#include "shm/shm.h"
 
 namespace gradwire {
 
@@ -44,52 +46,43 @@ class CommunicatorImpl;
 
 namespace route {
 
-// What the strategies of one call keep between its submission and its
-// run, and across a run that a WouldBlock cut short (Note [inline small
-// collectives] in runtime/engine.h).
-struct State {
-  shm::Windows* windows = nullptr;  // the one-host path's
-  bool small_call = false;          // through the slots (Note [small collectives])
-  shm::SmallState small;
-  shm::DirectCall located;  // direct or copy path: the call's buffers in the windows
-  shm::DirectState direct;
-};
-
-// A strategy's answer for one call.
-struct Offer {
-  enum class Kind : uint8_t {
-    Declines,   // not this strategy's
-    Takes,      // runs it, or declines at run time (then the next one)
-    Last,       // runs it: later strategies are not asked
-    Submitted,  // submitted it itself; `work` is its Work
-  };
-  Kind kind = Kind::Declines;
-  // It may run on the caller's thread when the engine is idle (Note
-  // [inline small collectives]): it makes no provider call.
-  bool inline_ok = false;
-};
-
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string_view name() const = 0;
-  // Caller's thread, from what every rank knows alike. Submitted: `work`
-  // is set.
-  virtual Offer offer(const CollectiveCall& call, Clock::time_point now, State& state,
-                      Work& work) = 0;
-  // Engine thread (or the caller's, if every strategy of the chain said
-  // inline_ok): runs the call; false if it declined, jointly on every rank.
-  virtual bool run(collectives::Context& ctx, const CollectiveCall& call, State& state) = 0;
+  // Caller's thread, from what every rank knows alike: if this strategy
+  // takes `call`, starts it, sets `work` and returns true.
+  virtual bool start(const CollectiveCall& call, Clock::time_point now, Work& work) = 0;
+  // Whether start() would take `call`: for finding who runs a call that an
+  // earlier strategy declined on the engine thread.
+  virtual bool takes(const CollectiveCall& call) = 0;
+  // Engine thread: runs `call` within the running task (after an earlier
+  // strategy declined it). Only engine strategies are asked.
+  virtual void run(collectives::Context& ctx, const CollectiveCall& call) = 0;
 };
 
-// The strategies that took one call, in order.
-struct Chain {
-  std::array<Strategy*, 4> at{};
-  uint8_t n = 0;
-};
+class Router {
+ public:
+  // The four strategies of the note, in order (strategies.cpp).
+  explicit Router(CommunicatorImpl& comm);
+  ~Router();
+  // Validated `call`: the first strategy that takes it starts it.
+  Work start(const CollectiveCall& call, Clock::time_point now) {
+    Work work;
+    for (Strategy* s : order_) {
+      if (s->start(call, now, work)) break;  // the transport takes everything
+    }
+    return work;
+  }
+  // Engine thread: runs `call` by the first strategy after `declined` that
+  // takes it (every rank finds the same one).
+  void after(const Strategy& declined, collectives::Context& ctx, const CollectiveCall& call);
 
-// The communicator's strategies, in the order above (strategies.cpp).
-std::vector<std::unique_ptr<Strategy>> strategies_for(CommunicatorImpl& comm);
+ private:
+  static constexpr size_t kStrategies = 4;
+  std::array<std::unique_ptr<Strategy>, kStrategies> owned_;
+  std::array<Strategy*, kStrategies> order_{};  // the loop reads no vector's bounds
+};
 
 }  // namespace route
 }  // namespace gradwire

@@ -1,35 +1,37 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The router's strategies, in the order of Note [ordered strategies]
 // (runtime/router.h).
-#include "runtime/router.h"
-
 #include <algorithm>
 
 #include "base/raise.h"
-#include "collectives/collectives.h"
 #include "collectives/algorithm.h"
-#include "kernels/cpu/reduce.h"
+#include "collectives/collectives.h"
 #include "gradwire/device_stream.h"
+#include "kernels/cpu/reduce.h"
 #include "runtime/communicator_impl.h"
+#include "runtime/router.h"
+#include "runtime/submit.h"
+#include "shm/shm.h"
 
 namespace gradwire::route {
 
 namespace {
-
-using Kind = Offer::Kind;
 
 // 1. CUDA buffers (Note [device-buffer dispatch] in device/backend.h).
 class DevicePath final : public Strategy {
  public:
   explicit DevicePath(CommunicatorImpl& comm) : comm_(comm) {}
   std::string_view name() const override { return "device"; }
-  Offer offer(const CollectiveCall& call, Clock::time_point now, State&, Work& work) override {
+  bool start(const CollectiveCall& call, Clock::time_point now, Work& work) override {
     device::Backend* gpu = comm_.devices->route(call, now);
-    if (gpu == nullptr) return {};
+    if (gpu == nullptr) return false;
     work = gpu->submit(call, DeviceStreamScope::current().native());
-    return {Kind::Submitted};
+    return true;
   }
-  bool run(collectives::Context&, const CollectiveCall&, State&) override { return false; }
+  bool takes(const CollectiveCall&) override { return false; }  // never behind another
+  void run(collectives::Context& ctx, const CollectiveCall&) override {
+    raise(ErrorCode::Internal, "{}: the device path runs no engine task", ctx.what());
+  }
 
  private:
   CommunicatorImpl& comm_;
@@ -46,25 +48,26 @@ constexpr size_t kInlineCopyBytes = shm::kStageBytes;
 // 2. Ranks that share one host (Note [the one-host path] in shm/shm.h).
 class OneHost final : public Strategy {
  public:
-  explicit OneHost(CommunicatorImpl& comm) : comm_(comm) {}
+  OneHost(CommunicatorImpl& comm, Router& router) : comm_(comm), router_(router) {}
   std::string_view name() const override { return "one host"; }
-  Offer offer(const CollectiveCall& call, Clock::time_point, State& state, Work&) override {
+
+  bool start(const CollectiveCall& call, Clock::time_point now, Work& work) override {
+    const bool copy_path = comm_.options.collectives.shm_collectives;
     // Note [small collectives]: decided from the call alone, so alike on
     // every rank (buffers from allocate_shared too: at these sizes the copy
     // costs less than the direct path's second flag round).
-    const bool copy_path = comm_.options.collectives.shm_collectives;
     if (copy_path && shm::small_path_takes(call, comm_.size)) {
       if (shm::Windows* w = comm_.active_windows()) {
-        state.windows = w;
-        state.small_call = true;
-        return {Kind::Last, /*inline_ok=*/true};
+        work = comm_.submit_task(call, [w, call, state = shm::SmallState{}](
+                                           collectives::Context& ctx) mutable {
+          shm::run_small(ctx, *w, call, state);
+        }, {}, /*inline_ok=*/true, now);
+        return true;
       }
     }
-    if (!shm::direct_path_takes(call.op)) return {};
+    if (!shm::direct_path_takes(call.op)) return false;
     shm::Windows* w = comm_.active_windows();
-    if (w == nullptr) return {};
-    state.windows = w;
-    state.located = shm::locate(*w, call, comm_.rank, comm_.size);
+    if (w == nullptr) return false;
     // Note [the direct path]: once the windows are mapped, every allreduce,
     // reduce_scatter and allgather handshakes through them, whatever its
     // buffers, so all ranks decide together whether it runs directly. With
@@ -74,18 +77,21 @@ class OneHost final : public Strategy {
     const bool inline_ok =
         copy_path && std::max(call.send_bytes(comm_.rank, comm_.size),
                               call.recv_bytes(comm_.rank, comm_.size)) <= kInlineCopyBytes;
-    return {copy_path ? Kind::Last : Kind::Takes, inline_ok};
+    work = comm_.submit_task(
+        call, [this, w, located = shm::locate(*w, call, comm_.rank, comm_.size),
+               state = shm::DirectState{}](collectives::Context& ctx) mutable {
+          if (!shm::run_direct(ctx, *w, located, state)) router_.after(*this, ctx, located.call);
+        }, {}, inline_ok, now);
+    return true;
   }
-  bool run(collectives::Context& ctx, const CollectiveCall& call, State& state) override {
-    if (state.small_call) {
-      shm::run_small(ctx, *state.windows, call, state.small);
-      return true;
-    }
-    return shm::run_direct(ctx, *state.windows, state.located, state.direct);
+  bool takes(const CollectiveCall&) override { return false; }  // first of the engine paths
+  void run(collectives::Context& ctx, const CollectiveCall&) override {
+    raise(ErrorCode::Internal, "{}: the one-host path runs only its own tasks", ctx.what());
   }
 
  private:
   CommunicatorImpl& comm_;
+  Router& router_;
 };
 
 // 3. Note [hierarchical allreduce]: large allreduces across hosts; small
@@ -94,26 +100,22 @@ class Hierarchical final : public Strategy {
  public:
   explicit Hierarchical(CommunicatorImpl& comm) : comm_(comm) {}
   std::string_view name() const override { return "hierarchical"; }
-  Offer offer(const CollectiveCall& call, Clock::time_point, State&, Work&) override {
-    if (call.op != CollectiveOp::Allreduce || !comm_.host_local || call.count == 0) return {};
-    if (collectives::choose_allreduce(call.recv_bytes(comm_.rank, comm_.size), comm_.size,
-                                      comm_.options) != collectives::Algorithm::Ring) {
-      return {};
-    }
-    return {Kind::Last};
+  bool takes(const CollectiveCall& call) override {
+    return call.op == CollectiveOp::Allreduce && comm_.host_local && call.count > 0 &&
+           collectives::choose_allreduce(call.recv_bytes(comm_.rank, comm_.size), comm_.size,
+                                         comm_.options) == collectives::Algorithm::Ring;
   }
-  bool run(collectives::Context& ctx, const CollectiveCall& call, State&) override {
-    ctx.set_algorithm("hierarchical");
-    run_phases(call);
+  bool start(const CollectiveCall& call, Clock::time_point now, Work& work) override {
+    if (!takes(call)) return false;
+    work = comm_.submit_task(call, [this, call](collectives::Context& ctx) { run(ctx, call); },
+                             {}, /*inline_ok=*/false, now);
     return true;
   }
-
- private:
-  // The three phases of Note [hierarchical allreduce], run from the
-  // world's engine thread on the host-local and cross-host communicators
-  // (each with its own engine, endpoint and deadline); a failure names its
-  // communicator.
-  void run_phases(const CollectiveCall& call) {
+  // The three phases, run from the world's engine thread on the host-local
+  // and cross-host communicators (each with its own engine, endpoint and
+  // deadline); a failure names its communicator.
+  void run(collectives::Context& ctx, const CollectiveCall& call) override {
+    ctx.set_algorithm("hierarchical");
     CommunicatorImpl& local = *comm_.host_local;
     CommunicatorImpl& cross = *comm_.cross_host;
     const int l = local.rank, nl = local.size;
@@ -135,31 +137,46 @@ class Hierarchical final : public Strategy {
     local.start(CollectiveCall::allgather(shard, out, count, call.dtype)).wait();
   }
 
+ private:
   CommunicatorImpl& comm_;
 };
 
 // 4. gradwire's algorithms over the transport: everything else.
 class TransportAlgorithm final : public Strategy {
  public:
+  explicit TransportAlgorithm(CommunicatorImpl& comm) : comm_(comm) {}
   std::string_view name() const override { return "transport"; }
-  Offer offer(const CollectiveCall&, Clock::time_point, State&, Work&) override {
-    return {Kind::Last};
-  }
-  bool run(collectives::Context& ctx, const CollectiveCall& call, State&) override {
-    collectives::run(ctx, call);
+  bool takes(const CollectiveCall&) override { return true; }
+  bool start(const CollectiveCall& call, Clock::time_point now, Work& work) override {
+    work = comm_.submit_task(call, [call](collectives::Context& ctx) { collectives::run(ctx, call); },
+                             {}, /*inline_ok=*/false, now);
     return true;
   }
+  void run(collectives::Context& ctx, const CollectiveCall& call) override {
+    collectives::run(ctx, call);
+  }
+
+ private:
+  CommunicatorImpl& comm_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<Strategy>> strategies_for(CommunicatorImpl& comm) {
-  std::vector<std::unique_ptr<Strategy>> s;
-  s.push_back(std::make_unique<DevicePath>(comm));
-  s.push_back(std::make_unique<OneHost>(comm));
-  s.push_back(std::make_unique<Hierarchical>(comm));
-  s.push_back(std::make_unique<TransportAlgorithm>());
-  return s;
+Router::Router(CommunicatorImpl& comm) {
+  owned_ = {std::make_unique<DevicePath>(comm), std::make_unique<OneHost>(comm, *this),
+            std::make_unique<Hierarchical>(comm), std::make_unique<TransportAlgorithm>(comm)};
+  for (size_t i = 0; i < kStrategies; ++i) order_[i] = owned_[i].get();
+}
+
+Router::~Router() = default;
+
+void Router::after(const Strategy& declined, collectives::Context& ctx,
+                   const CollectiveCall& call) {
+  auto it = std::find(order_.begin(), order_.end(), &declined);
+  for (++it; it != order_.end(); ++it) {
+    if ((*it)->takes(call)) return (*it)->run(ctx, call);
+  }
+  raise(ErrorCode::Internal, "{}: every strategy declined it", ctx.what());
 }
 
 }  // namespace gradwire::route
