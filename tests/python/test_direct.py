@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gradwire
-from conftest import LAUNCHERS, launch
+from conftest import WORLDS, launch
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_error_classes(world_of_one):
     assert "rank 0: allreduce" in info.value.message
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("nproc", [1, 2, 3])
+# Every world size under torchrun, mpirun at 3 (see test_torch_backend.py).
+@pytest.mark.parametrize("launcher,nproc", WORLDS)
 def test_ranks(launcher, nproc):
     launch(launcher, nproc, "direct_worker.py")

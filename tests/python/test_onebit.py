@@ -2,12 +2,12 @@
 1-3 ranks under torchrun and mpirun (onebit_worker.py)."""
 import pytest
 
-from conftest import LAUNCHERS, launch, requires_torch
+from conftest import WORLDS, launch, requires_torch
 
 
 @requires_torch
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("nproc", [1, 2, 3])
+# Every world size under torchrun, mpirun at 3 (see test_torch_backend.py).
+@pytest.mark.parametrize("launcher,nproc", WORLDS)
 def test_onebit_optimizers(launcher, nproc):
     launch(launcher, nproc, "onebit_worker.py")
 

@@ -3,13 +3,12 @@ import os
 
 import pytest
 
-from conftest import LAUNCHERS, launch, requires_torch
+from conftest import LAUNCHERS, WORLDS, launch, requires_torch
 
 pytestmark = requires_torch
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("nproc", [1, 2, 3])
+@pytest.mark.parametrize("launcher,nproc", WORLDS)
 def test_collectives_match_gloo(launcher, nproc):
     launch(launcher, nproc, "collectives_worker.py")
 
