@@ -258,11 +258,13 @@ Slots agree_on_slots(Communicator& comm, const std::vector<at::Tensor>& inputs,
 }
 
 // One alltoall of `inputs[j]` (to rank j) into `outputs[i]` (from rank i)
-// through staging tensors in slots of `slot` elements.
+// through staging tensors in slots of `slot` elements; `result` is what
+// the Work's result() returns (the caller's tensors, not the views).
 c10::intrusive_ptr<c10d::Work> alltoall_in_slots(Communicator& comm, c10d::OpType type,
                                                  const std::vector<at::Tensor>& inputs,
                                                  const std::vector<at::Tensor>& outputs,
-                                                 int64_t slot, const std::string& what) {
+                                                 std::vector<at::Tensor> result, int64_t slot,
+                                                 const std::string& what) {
   const Layout slots{.slot = slot};
   const at::TensorOptions options = inputs[0].options();
   at::Tensor send = pack(inputs, options, slots);
@@ -270,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> alltoall_in_slots(Communicator& comm, c10d::OpTyp
   DeviceStreamScope scope(current_stream(send));
   auto w = comm.alltoall(send.data_ptr(), recv.data_ptr(), count_of(send) / size_t(comm.size()),
                          to_dtype(send, what));
-  return make_work(comm.rank(), type, std::move(w), outputs, {send, recv},
+  return make_work(comm.rank(), type, std::move(w), std::move(result), {send, recv},
                    unpack(recv, outputs, slots));
 }
 
@@ -317,8 +319,8 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(
   } else {
     const Slots s = agree_on_slots(*comm, inputs, outputs, what);
     if (!s.equal) {
-      return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL_BASE, inputs, outputs, s.slot,
-                               what);
+      return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL_BASE, inputs, outputs, {output},
+                               s.slot, what);
     }
   }
   DeviceStreamScope scope(current_stream(input));
@@ -342,7 +344,7 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
     same_dtype(inputs[0], outputs[r], what);
   }
   // Note [list staging], both ways, in slots of the largest block.
-  return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL, inputs, outputs,
+  return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL, inputs, outputs, outputs,
                            agree_on_slots(*comm, inputs, outputs, what).slot, what);
 }
 

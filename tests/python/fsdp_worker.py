@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      get_state_dict, set_model_state_dict,
                                                      set_state_dict)
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -169,13 +169,13 @@ class Mlp(nn.Module):
         return self.c(torch.tanh(self.b(torch.relu(self.a(x)))))
 
 
-def fsdp_model(group):
+def fsdp_model(group, **kwargs):
     torch.manual_seed(0)
     m = Mlp()
     mesh = DeviceMesh.from_group(group, "cpu")
     for sub in (m.a, m.b):
-        fully_shard(sub, mesh=mesh)
-    fully_shard(m, mesh=mesh)
+        fully_shard(sub, mesh=mesh, **kwargs)
+    fully_shard(m, mesh=mesh, **kwargs)
     return m
 
 
@@ -218,6 +218,17 @@ def fsdp(gw, gloo, ckpt):
     train(m_gloo, o_gloo, 4)
     worst = compare_models("FSDP2 after 4 Adam steps", m_gw, m_gloo)
     log(f"FSDP2 training OK (largest difference from gloo {worst:.3e})")
+
+    # Mixed precision: bf16 parameters gathered (bf16 allgathers), float32
+    # gradients reduce-scattered into the float32 shards.
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    mixed = {}
+    for tag, g in (("gw", gw), ("gloo", gloo)):
+        m = fsdp_model(g, mp_policy=mp)
+        train(m, torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9), 3)
+        mixed[tag] = m
+    worst = compare_models("FSDP2 bf16 mixed precision", mixed["gw"], mixed["gloo"])
+    log(f"FSDP2 bf16 mixed precision OK (largest difference from gloo {worst:.3e})")
 
     # DCP, sharded: model and optimizer state, saved by each replica into its
     # own directory, loaded into fresh replicas, which continue.
