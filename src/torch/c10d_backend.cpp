@@ -5,6 +5,7 @@
 // all_to_all_single to the underscore names we override), its creation
 // over a c10d store, and the c10d::ProcessGroup around it. The Work is
 // c10d_work.cpp's, the rest of the ProcessGroup surface c10d_ops.cpp's.
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -205,24 +206,121 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(
   return make_work(rank_, c10d::OpType::REDUCE_SCATTER, std::move(w), {out}, {flat, out});
 }
 
+// Note [unequal all_to_all]: gradwire's alltoall moves equal blocks. When
+// the blocks may differ (all_to_all_single with split sizes, which
+// DTensor's redistribution of uneven shards passes; all_to_all's lists),
+// every rank first learns every rank's block sizes, sent and expected
+// (one allgather of 2 x world size counts per rank, waited for here), and
+// checks that what each rank sends each peer is what that peer expects:
+// every rank reaches the same verdict, so a mismatch is an InvalidArgument
+// on every rank, never a hang. Then the blocks travel as one alltoall in
+// slots of the largest block, zero-padded (Note [list staging], in slots).
+// Whether to exchange sizes must not depend on one rank's sizes (equal
+// here, unequal elsewhere): all_to_all_single exchanges them whenever
+// split sizes are given, so ranks pass split sizes on all ranks or on none
+// (funcol always does); all_to_all always.
+namespace {
+
+// The blocks' sizes, agreed with every rank (Note [unequal all_to_all]).
+struct Slots {
+  int64_t slot = 0;     // the largest block, in tensor elements
+  bool equal = false;   // every block of every rank has `slot` elements
+};
+
+Slots agree_on_slots(Communicator& comm, const std::vector<int64_t>& sends,
+                     const std::vector<int64_t>& recvs, const std::string& what) {
+  const size_t n = size_t(comm.size());
+  std::vector<int64_t> mine(sends), all(2 * n * n);
+  mine.insert(mine.end(), recvs.begin(), recvs.end());
+  comm.allgather(mine.data(), all.data(), all.size(), DataType::Int64).wait();
+  Slots s{.slot = all[0], .equal = true};
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t sent = all[i * 2 * n + j], expected = all[j * 2 * n + n + i];
+      if (sent != expected) {
+        invalid(what + ": rank " + std::to_string(i) + " sends " + std::to_string(sent) +
+                " elements to rank " + std::to_string(j) + ", which expects " +
+                std::to_string(expected) + " (split sizes that do not match between ranks)");
+      }
+      s.equal = s.equal && sent == s.slot;
+      s.slot = std::max(s.slot, sent);
+    }
+  }
+  return s;
+}
+
+Slots agree_on_slots(Communicator& comm, const std::vector<at::Tensor>& inputs,
+                     const std::vector<at::Tensor>& outputs, const std::string& what) {
+  std::vector<int64_t> sends, recvs;
+  for (const auto& t : inputs) sends.push_back(t.numel());
+  for (const auto& t : outputs) recvs.push_back(t.numel());
+  return agree_on_slots(comm, sends, recvs, what);
+}
+
+// One alltoall of `inputs[j]` (to rank j) into `outputs[i]` (from rank i)
+// through staging tensors in slots of `slot` elements; `result` is what
+// the Work's result() returns (the caller's tensors, not the views).
+c10::intrusive_ptr<c10d::Work> alltoall_in_slots(Communicator& comm, c10d::OpType type,
+                                                 const std::vector<at::Tensor>& inputs,
+                                                 const std::vector<at::Tensor>& outputs,
+                                                 std::vector<at::Tensor> result, int64_t slot,
+                                                 const std::string& what) {
+  const Layout slots{.slot = slot};
+  const at::TensorOptions options = inputs[0].options();
+  at::Tensor send = pack(inputs, options, slots);
+  at::Tensor recv = staging_for(outputs, options, slots);
+  DeviceStreamScope scope(current_stream(send));
+  auto w = comm.alltoall(send.data_ptr(), recv.data_ptr(), count_of(send) / size_t(comm.size()),
+                         to_dtype(send, what));
+  return make_work(comm.rank(), type, std::move(w), std::move(result), {send, recv},
+                   unpack(recv, outputs, slots));
+}
+
+// A tensor's rows (dim 0) split as `splits` says (equal parts when empty).
+std::vector<at::Tensor> split_rows(const at::Tensor& t, std::vector<int64_t> splits, int size,
+                                   const std::string& what, const char* which) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    if (rows % size != 0) {
+      invalid(what + ": the " + which + "'s dim 0 (" + std::to_string(rows) +
+              ") is not divisible by the world size " + std::to_string(size) +
+              "; pass split sizes");
+    }
+    splits.assign(size_t(size), rows / size);
+  }
+  if (splits.size() != size_t(size)) {
+    invalid(what + ": " + std::to_string(splits.size()) + " " + which +
+            " split sizes for a world of " + std::to_string(size));
+  }
+  int64_t sum = 0;
+  for (int64_t s : splits) {
+    if (s < 0) invalid(what + ": a negative " + which + " split size");
+    sum += s;
+  }
+  if (sum != rows) {
+    invalid(what + ": the " + which + " split sizes add up to " + std::to_string(sum) +
+            " rows, but its dim 0 is " + std::to_string(rows));
+  }
+  return t.dim() == 0 ? std::vector<at::Tensor>{t.reshape({1})} : t.split_with_sizes(splits);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
   const auto comm = live("all_to_all_single");
   const std::string what = name(*comm, "all_to_all_single");
   check_pair(input, output, what);
-  numel_is(output, input.numel(), what, "output (like the input)");
-  // Rows of dim 0 are what split sizes count; equal splits only (for now).
-  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
-  if (rows % size_ != 0) {
-    invalid(what + ": dim 0 (" + std::to_string(rows) + ") is not divisible by the world size " +
-            std::to_string(size_));
-  }
-  for (const auto* splits : {&input_split_sizes, &output_split_sizes}) {
-    for (int64_t s : *splits) {
-      if (s != rows / size_) {
-        invalid(what + ": unequal split sizes are not supported by the gradwire backend yet");
-      }
+  const auto inputs = split_rows(input, input_split_sizes, size_, what, "input");
+  const auto outputs = split_rows(output, output_split_sizes, size_, what, "output");
+  if (input_split_sizes.empty() && output_split_sizes.empty()) {
+    numel_is(output, input.numel(), what, "output (like the input, without split sizes)");
+  } else {
+    const Slots s = agree_on_slots(*comm, inputs, outputs, what);
+    if (!s.equal) {
+      return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL_BASE, inputs, outputs, {output},
+                               s.slot, what);
     }
   }
   DeviceStreamScope scope(current_stream(input));
@@ -233,29 +331,21 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(
 
 c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& outputs,
                                                  std::vector<at::Tensor>& inputs,
-                                                         const c10d::AllToAllOptions&) {
+                                                 const c10d::AllToAllOptions&) {
   const auto comm = live("all_to_all");
   const std::string what = name(*comm, "all_to_all");
   if (inputs.size() != size_t(size_) || outputs.size() != size_t(size_)) {
     invalid(what + ": expected " + std::to_string(size_) + " input and output tensors");
   }
-  const int64_t n = inputs[0].numel();
   for (int r = 0; r < size_; ++r) {
     check_tensor(inputs[r], what);
     check_tensor(outputs[r], what);
     same_dtype(inputs[0], inputs[r], what);
     same_dtype(inputs[0], outputs[r], what);
-    numel_is(inputs[r], n, what, "an input tensor (equal sizes only, for now)");
-    numel_is(outputs[r], n, what, "an output tensor (equal sizes only, for now)");
   }
-  // Note [list staging], both ways.
-  at::Tensor send = pack(inputs, inputs[0].options());
-  at::Tensor recv = staging_for(outputs, inputs[0].options());
-  DeviceStreamScope scope(current_stream(send));
-  auto w = comm->alltoall(send.data_ptr(), recv.data_ptr(), count_of(send) / size_t(size_),
-                          to_dtype(send, what));
-  return make_work(rank_, c10d::OpType::ALLTOALL, std::move(w), outputs, {send, recv},
-                   unpack(recv, outputs));
+  // Note [list staging], both ways, in slots of the largest block.
+  return alltoall_in_slots(*comm, c10d::OpType::ALLTOALL, inputs, outputs, outputs,
+                           agree_on_slots(*comm, inputs, outputs, what).slot, what);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions&) {

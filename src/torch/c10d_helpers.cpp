@@ -2,8 +2,10 @@
 #include "c10d_helpers.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 
 #include <string>
+#include <vector>
 
 namespace gradwire::torch::detail {
 
@@ -104,28 +106,57 @@ Staged stage_inputs(std::vector<std::vector<at::Tensor>>& lists, const at::Tenso
   return {list, pack(list, output.options())};
 }
 
-at::Tensor staging_for(const std::vector<at::Tensor>& list, const at::TensorOptions& options) {
-  int64_t total = 0;
-  for (const auto& t : list) total += t.numel();
-  return at::empty({total}, options);
+namespace {
+
+// Where tensor i of `list` lies in a flat tensor viewed as parts x row:
+// columns [column[i], column[i] + numel / parts) of every row.
+struct Placement {
+  int64_t row = 0;
+  std::vector<int64_t> column;
+};
+
+Placement place(const std::vector<at::Tensor>& list, Layout layout) {
+  Placement p;
+  for (const auto& t : list) {
+    p.column.push_back(layout.slot ? int64_t(p.column.size()) * layout.slot : p.row);
+    p.row += t.numel() / layout.parts;
+  }
+  if (layout.slot) p.row = int64_t(list.size()) * layout.slot;
+  return p;
 }
 
-at::Tensor pack(const std::vector<at::Tensor>& list, const at::TensorOptions& options) {
-  at::Tensor flat = staging_for(list, options);
-  int64_t at = 0;
-  for (const auto& t : list) {
-    flat.narrow(0, at, t.numel()).copy_(t.reshape({-1}));
-    at += t.numel();
+// Tensor i's elements in `flat` (laid out by `layout`), shaped parts x n.
+at::Tensor window(const at::Tensor& flat, const Placement& p, const Layout& layout, size_t i,
+                  int64_t numel) {
+  return flat.view({layout.parts, p.row}).narrow(1, p.column[i], numel / layout.parts);
+}
+
+}  // namespace
+
+at::Tensor staging_for(const std::vector<at::Tensor>& list, const at::TensorOptions& options,
+                       Layout layout) {
+  const int64_t total = place(list, layout).row * layout.parts;
+  // Padding is sent: zeros rather than whatever the allocator held.
+  return layout.slot ? at::zeros({total}, options) : at::empty({total}, options);
+}
+
+at::Tensor pack(const std::vector<at::Tensor>& list, const at::TensorOptions& options,
+                Layout layout) {
+  at::Tensor flat = staging_for(list, options, layout);
+  const Placement p = place(list, layout);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const int64_t n = list[i].numel();
+    window(flat, p, layout, i, n).copy_(list[i].reshape({layout.parts, n / layout.parts}));
   }
   return flat;
 }
 
-std::function<void()> unpack(at::Tensor flat, std::vector<at::Tensor> list) {
-  return [flat = std::move(flat), list = std::move(list)]() mutable {
-    int64_t at = 0;
-    for (auto& t : list) {
-      t.view({-1}).copy_(flat.narrow(0, at, t.numel()));
-      at += t.numel();
+std::function<void()> unpack(at::Tensor flat, std::vector<at::Tensor> list, Layout layout) {
+  return [flat = std::move(flat), list = std::move(list), layout]() mutable {
+    const Placement p = place(list, layout);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t n = list[i].numel();
+      list[i].view({layout.parts, n / layout.parts}).copy_(window(flat, p, layout, i, n));
     }
   };
 }

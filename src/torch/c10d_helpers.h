@@ -57,12 +57,30 @@ Staged stage_outputs(std::vector<std::vector<at::Tensor>>& lists, const at::Tens
 // against `output` alike; `flat` holds them end to end.
 Staged stage_inputs(std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& output, int size,
                     const std::string& what, bool root = false);
-// A new flat tensor of `options` holding `list` end to end.
-at::Tensor pack(const std::vector<at::Tensor>& list, const at::TensorOptions& options);
-// A flat tensor of `options` with room for `list` end to end (not filled).
-at::Tensor staging_for(const std::vector<at::Tensor>& list, const at::TensorOptions& options);
-// A `finish` for make_work: copies `flat` back into `list`, end to end.
-std::function<void()> unpack(at::Tensor flat, std::vector<at::Tensor> list);
+//
+// Two variations of "end to end", for the collectives whose blocks are
+// rank by rank (a Layout):
+// - by parts: every tensor is `parts` equal parts, and the flat tensor
+//   holds part 0 of every tensor in list order, then part 1 of every
+//   tensor, and so on. A coalesced allgather's outputs and a coalesced
+//   reduce-scatter's inputs are laid out so, `parts` = the world size: rank
+//   r's block is part r of every tensor, as one collective over the flat
+//   tensor has it;
+// - in slots: tensor i at i x `slot` elements, each slot padded to `slot`
+//   (zeros): all_to_all with unequal splits, as one alltoall of equal
+//   blocks (Note [unequal all_to_all]).
+struct Layout {
+  int parts = 1;     // each tensor's numel must be divisible by it
+  int64_t slot = 0;  // 0: tensors end to end; else each one's room
+};
+// A new flat tensor of `options` holding `list` laid out as `layout` says.
+at::Tensor pack(const std::vector<at::Tensor>& list, const at::TensorOptions& options,
+                Layout layout = {});
+// A flat tensor of `options` with room for `list` laid out so (not filled).
+at::Tensor staging_for(const std::vector<at::Tensor>& list, const at::TensorOptions& options,
+                       Layout layout = {});
+// A `finish` for make_work: copies `flat` back into `list`, laid out so.
+std::function<void()> unpack(at::Tensor flat, std::vector<at::Tensor> list, Layout layout = {});
 
 // A c10d Work over a gradwire Work (Note [future callbacks on the engine
 // thread] in c10d_work.cpp); `finish` copies results out of staging

@@ -1,7 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// The rest of the ProcessGroup surface (issue 21): point-to-point
+// The rest of the ProcessGroup surface (issues 21 and 43): point-to-point
 // (send/recv, so isend/irecv and batch_isend_irecv), reduce, gather,
-// scatter, the coalesced allreduce and allgather, and monitored_barrier.
+// scatter, the coalesced collectives, and monitored_barrier.
 // Each is a thin adapter over one Communicator call.
 #include <ATen/ops/empty.h>
 
@@ -188,6 +188,82 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_coalesced(
                            to_dtype(flat_in, what));
   return make_work(rank_, c10d::OpType::ALLGATHER_COALESCED, std::move(w), flat_outs,
                    {flat_in, flat_out}, unpack(flat_out, flat_outs));
+}
+
+// Note [coalesced single-tensor collectives]: FSDP2's state dicts and
+// DTensor.full_tensor() reach the backend through the functional
+// collectives, whose all_gather_into_tensor and reduce_scatter_tensor are
+// the coalesced forms with one pair; FSDP2's gradients, and
+// torch.distributed's _coalescing_manager, use them with several. One pair
+// is the single-tensor collective (no staging); several are one
+// collective over flat staging tensors laid out by parts (Note [list
+// staging]): rank r's block holds part r of every tensor, so the
+// collective's sharding is each pair's.
+namespace {
+
+enum class Direction { Gather, Scatter };
+
+// Gather: outputs[i] holds world size x inputs[i]'s elements; scatter:
+// inputs[i] world size x outputs[i]'s. One dtype and device for all.
+void check_coalesced(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                     int size, Direction direction, const std::string& what) {
+  if (inputs.empty()) invalid(what + ": no tensors");
+  if (outputs.size() != inputs.size()) {
+    invalid(what + ": " + std::to_string(inputs.size()) + " inputs but " +
+            std::to_string(outputs.size()) + " outputs; one output per input");
+  }
+  same_kind(inputs, what);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_pair(inputs[i], outputs[i], what);
+    if (outputs[i].device() != inputs[0].device()) {
+      invalid(what + ": output " + std::to_string(i) + " is on " + outputs[i].device().str() +
+              " but the inputs on " + inputs[0].device().str());
+    }
+    if (direction == Direction::Gather) {
+      numel_is(outputs[i], inputs[i].numel() * size, what, "an output (world size x its input)");
+    } else {
+      numel_is(inputs[i], outputs[i].numel() * size, what, "an input (world size x its output)");
+    }
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return _allgather_base(outputs[0], inputs[0], opts);
+  }
+  const auto comm = live("allgather_into_tensor_coalesced");
+  const std::string what = name(*comm, "allgather_into_tensor_coalesced");
+  check_coalesced(outputs, inputs, size_, Direction::Gather, what);
+  const at::Tensor flat_in = pack(inputs, inputs[0].options());
+  const Layout by_rank{.parts = size_};
+  at::Tensor flat_out = staging_for(outputs, flat_in.options(), by_rank);
+  DeviceStreamScope scope(current_stream(flat_in));
+  auto w = comm->allgather(flat_in.data_ptr(), flat_out.data_ptr(), count_of(flat_out),
+                           to_dtype(flat_in, what));
+  return make_work(rank_, c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, std::move(w), outputs,
+                   {flat_in, flat_out}, unpack(flat_out, outputs, by_rank));
+}
+
+c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  if (outputs.size() == 1 && inputs.size() == 1) {
+    return _reduce_scatter_base(outputs[0], inputs[0], opts);
+  }
+  const auto comm = live("reduce_scatter_tensor_coalesced");
+  const std::string what = name(*comm, "reduce_scatter_tensor_coalesced");
+  check_coalesced(outputs, inputs, size_, Direction::Scatter, what);
+  const at::Tensor flat_in = pack(inputs, inputs[0].options(), Layout{.parts = size_});
+  at::Tensor flat_out = staging_for(outputs, flat_in.options());
+  DeviceStreamScope scope(current_stream(flat_in));
+  auto w = comm->reduce_scatter(flat_in.data_ptr(), flat_out.data_ptr(), count_of(flat_in),
+                                to_dtype(flat_in, what), to_op(opts.reduceOp, flat_in, what));
+  return make_work(rank_, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, std::move(w), outputs,
+                   {flat_in, flat_out}, unpack(flat_out, outputs));
 }
 
 // Note [monitored barrier]: Gloo's semantics and words. Every rank but 0

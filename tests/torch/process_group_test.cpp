@@ -30,6 +30,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -274,6 +275,68 @@ TEST(ProcessGroup, OverAnExistingCommunicator) {
   pg->allreduce(t)->wait();
   EXPECT_TRUE(bitwise_equal(t[0], at::full({3}, float(g_size * (g_size + 1) / 2))));
   pg->barrier()->wait();
+}
+
+// FSDP2's and DTensor's collectives (Note [coalesced single-tensor
+// collectives] in src/torch/c10d_ops.cpp): several pairs of tensors of
+// counts not divisible by the world size (one empty), gathered into and
+// reduce-scattered from tensors world size times larger, against the
+// rank-order arithmetic (Note [rank-order sums]); one pair (the
+// single-tensor path); mismatched lists refused on every rank.
+TEST(Coalesced, AllgatherAndReduceScatterIntoTensors) {
+  const std::vector<int64_t> counts{5, 1, 0, 13};
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (size_t pairs : {counts.size(), size_t(1)}) {
+      std::vector<at::Tensor> ins, outs;
+      for (size_t i = 0; i < pairs; ++i) {
+        ins.push_back(input_of(g_rank, counts[i], dtype, int(i)));
+        outs.push_back(at::full({g_size * counts[i]}, -1.0, at::TensorOptions().dtype(dtype)));
+      }
+      g_pg->allgather_into_tensor_coalesced(outs, ins)->wait();
+      for (size_t i = 0; i < pairs; ++i) {
+        std::vector<at::Tensor> all;
+        for (int r = 0; r < g_size; ++r) all.push_back(input_of(r, counts[i], dtype, int(i)));
+        EXPECT_TRUE(bitwise_equal(outs[i], at::cat(all))) << "allgather pair " << i;
+      }
+
+      std::vector<at::Tensor> big, shards;
+      for (size_t i = 0; i < pairs; ++i) {
+        big.push_back(input_of(g_rank, g_size * counts[i], dtype, 10 + int(i)));
+        shards.push_back(at::full({counts[i]}, -1.0, at::TensorOptions().dtype(dtype)));
+      }
+      g_pg->reduce_scatter_tensor_coalesced(shards, big)->wait();
+      for (size_t i = 0; i < pairs; ++i) {
+        std::vector<at::Tensor> all;
+        for (int r = 0; r < g_size; ++r) {
+          all.push_back(input_of(r, g_size * counts[i], dtype, 10 + int(i))
+                            .narrow(0, g_rank * counts[i], counts[i]));
+        }
+        EXPECT_TRUE(bitwise_equal(shards[i], rank_order_sum(all))) << "reduce-scatter pair " << i;
+      }
+    }
+  }
+
+  auto refused = [](const std::function<void()>& call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "mismatched tensors were not refused (" << words << ")";
+    } catch (const gradwire::Error& e) {
+      EXPECT_EQ(e.code(), gradwire::ErrorCode::InvalidArgument) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("rank " + std::to_string(g_rank)), std::string::npos) << what;
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+    }
+  };
+  std::vector<at::Tensor> two{at::ones({4}), at::ones({4})}, one{at::ones({4 * g_size})};
+  std::vector<at::Tensor> gathered{at::zeros({4 * g_size})};
+  refused([&] { g_pg->allgather_into_tensor_coalesced(gathered, two)->wait(); },
+          "2 inputs but 1 outputs");
+  refused([&] { g_pg->reduce_scatter_tensor_coalesced(two, one)->wait(); },
+          "1 inputs but 2 outputs");
+  std::vector<at::Tensor> short_outs{at::zeros({4 * g_size + 1}), at::zeros({4 * g_size})};
+  refused([&] { g_pg->allgather_into_tensor_coalesced(short_outs, two)->wait(); },
+          "world size x its input");
+  g_pg->barrier()->wait();
 }
 
 // What a user gets wrong, as clear errors: a dtype gradwire has no type for
