@@ -269,6 +269,182 @@ INSTANTIATE_TEST_SUITE_P(Engine, ShardedVsUnsharded,
                                             ::testing::Values("adam", "sgd")),
                          case_label);
 
+// ---------------------------------------------------------------- mixed precision and friends
+
+// float16 parameters with dynamic loss scaling: gradients come scaled by the
+// engine's loss scale; an inf on one rank only skips the step on every
+// rank, halves the scale and changes nothing; good steps grow the scale;
+// each step bit for bit against the unsharded run unscaling alike.
+TEST(ShardedFeatures, Float16LossScalingSkipsOnEveryRank) {
+  auto& w = world();
+  const auto ps = sm::model(DataType::Float16);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    ShardedOptions o;
+    o.stage = stage;
+    o.caps = sm::small_caps();
+    o.alignment = 4;
+    o.loss_scaling = {.enabled = true, .initial = 1024.0f, .growth_interval = 2};
+    ShardedEngine e(w, ps, make_optimizer("adam"), o, pointers(sm::initial_values(ps)));
+    Unsharded ref(w, ps, "adam");
+    uint64_t data_step = 0;
+    for (int k = 0; k < 5; ++k) {
+      const bool poison = k == 1;
+      StepOptions so{.scale = e.loss_scale()};
+      if (poison && w.rank() == w.size() - 1) so.poison = 4;
+      const float before = e.loss_scale();
+      const auto grads = forward(e, ps, data_step, so);
+      backward(e, ps, grads, so);
+      e.finalize();
+      const bool stepped = e.step();
+      EXPECT_EQ(stepped, !poison);
+      if (poison) {
+        EXPECT_EQ(e.loss_scale(), before / 2);
+        EXPECT_EQ(e.skipped_steps(), 1u);
+      } else {
+        reference_step(ref, ps, data_step++, so);
+      }
+      expect_same_as(e, ps, ref, "after step " + std::to_string(k));
+    }
+    // Steps 0 (1024), skip (512), 2, 3 (growth: 1024), 4.
+    EXPECT_EQ(e.loss_scale(), 1024.0f);
+    EXPECT_EQ(e.optimizer_steps(), 4u);
+  }
+}
+
+// Clipping by the global norm (over every rank's shard, one allreduce):
+// the averaged gradients are multiples of 2^-8, so their squares and every
+// partial sum are exact in double and the norm is the same bits in any
+// order: bit for bit against clipping the whole gradient.
+TEST(ShardedFeatures, ClipsByGlobalNorm) {
+  auto& w = world();
+  for (DataType dt : {DataType::Float32, DataType::BFloat16}) {
+    const auto ps = sm::model(dt);
+    for (int stage : {1, 2, 3}) {
+      SCOPED_TRACE("stage " + std::to_string(stage) + " " + std::string(gradwire::to_string(dt)));
+      ShardedOptions o;
+      o.stage = stage;
+      o.caps = sm::small_caps();
+      o.alignment = 4;
+      o.max_grad_norm = 0.5;
+      ShardedEngine e(w, ps, make_optimizer("sgd"), o, pointers(sm::initial_values(ps)));
+      Unsharded ref(w, ps, "sgd");
+      for (uint64_t step = 0; step < 3; ++step) {
+        const auto grads = forward(e, ps, step);
+        backward(e, ps, grads);
+        e.finalize();
+        EXPECT_TRUE(e.step());
+        // The reference: the norm of the whole averaged gradient.
+        std::vector<Bytes> avg;
+        double sum = 0;
+        for (size_t i = 0; i < ps.size(); ++i) {
+          avg.push_back(sm::gradient(ps[i], i, w.rank(), w.size(), step, ref.values(i).data()));
+        }
+        for (size_t i = ps.size(); i-- > 0;) ref.reducer().mark_ready(i, avg[i].data());
+        ref.reducer().finalize();
+        for (size_t i = 0; i < ps.size(); ++i) {
+          for (size_t k = 0; k < ps[i].elements; ++k) {
+            const double g = sm::load(dt, avg[i].data(), k);
+            sum += g * g;
+          }
+        }
+        const double norm = std::sqrt(sum);
+        ASSERT_GT(norm, 0.5);
+        EXPECT_EQ(e.last_grad_norm(), norm);
+        ref.step(avg, float(0.5 / (norm + 1e-6)));
+        expect_same_as(e, ps, ref, "after step " + std::to_string(step));
+      }
+    }
+  }
+}
+
+// no_sync: the first micro-batch's backward communicates nothing; the
+// framework sums the micro-batches' gradients and marks the sum in the
+// synchronised pass. Also a parameter unused on rank 0 only
+// (find_unused_parameters: zeros there), as the Reducer does.
+TEST(ShardedFeatures, NoSyncAccumulationAndUnusedParameters) {
+  auto& w = world();
+  const auto ps = sm::model(DataType::Float32);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    ShardedOptions o;
+    o.stage = stage;
+    o.caps = sm::small_caps();
+    o.alignment = 4;
+    o.find_unused_parameters = true;
+    ShardedEngine e(w, ps, make_optimizer("adam"), o, pointers(sm::initial_values(ps)));
+    Unsharded ref(w, ps, "adam", /*find_unused=*/true);
+    const StepOptions so{.skip = w.rank() == 0 ? size_t(4) : SIZE_MAX};
+    for (uint64_t step = 0; step < 3; ++step) {
+      auto grads = forward(e, ps, 2 * step);
+      {
+        auto guard = e.no_sync();
+        EXPECT_FALSE(e.will_sync());
+        backward(e, ps, grads, so);  // communicates nothing
+        e.finalize();
+      }
+      EXPECT_TRUE(e.will_sync());
+      const auto more = forward(e, ps, 2 * step + 1);
+      for (size_t i = 0; i < ps.size(); ++i) {
+        for (size_t k = 0; k < ps[i].elements; ++k) {
+          reinterpret_cast<float*>(grads[i].data())[k] += reinterpret_cast<const float*>(more[i].data())[k];
+        }
+      }
+      backward(e, ps, grads, so);
+      e.finalize();
+      EXPECT_TRUE(e.step());
+      for (size_t i = ps.size(); i-- > 0;) {
+        if (i != so.skip) ref.reducer().mark_ready(i, grads[i].data());
+      }
+      ref.reducer().finalize();
+      if (so.skip < ps.size()) {  // unused here: its average is in the Reducer's Bucket
+        std::memcpy(grads[so.skip].data(), ref.reducer().bucket_view(so.skip),
+                    grads[so.skip].size());
+      }
+      ref.step(grads);
+      expect_same_as(e, ps, ref, "after step " + std::to_string(step));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- bad input
+
+// Ranks whose parameter lists or options differ get a Mismatch on every
+// rank at construction (never a hang or wrong sums), naming the ranks.
+TEST(ShardedErrors, RanksThatDisagreeFailOnEveryRank) {
+  auto& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  auto ps = sm::model(DataType::Float32);
+  const bool odd = w.rank() == w.size() - 1;
+  if (odd) ps[2].elements += 1;
+  const std::string last = std::to_string(w.size() - 1);
+  expect_error([&] { ShardedEngine e(w, ps, make_optimizer("adam"), {}); },
+               gradwire::ErrorCode::Mismatch, ("rank(s) " + last + " have other parameter lists").c_str());
+  ps = sm::model(DataType::Float32);
+  ShardedOptions o;
+  o.caps = odd ? gradwire::BucketCaps{512, 2048} : sm::small_caps();  // other Bucket layouts
+  expect_error([&] { ShardedEngine e(w, ps, make_optimizer("adam"), o); },
+               gradwire::ErrorCode::Mismatch, "shard plans or options");
+  // The job goes on: a matching engine still works afterwards.
+  ShardedEngine e(w, ps, make_optimizer("adam"), {});
+  EXPECT_EQ(e.size(), ps.size());
+}
+
+TEST(ShardedErrors, MisuseIsAnInvalidArgument) {
+  auto& w = world();
+  const auto ps = sm::model(DataType::Float32);
+  ShardedOptions o;
+  o.stage = 3;
+  ShardedEngine e(w, ps, make_optimizer("adam"), o);
+  // A stage-3 parameter outside its gather.
+  expect_error([&] { e.parameter(0); }, gradwire::ErrorCode::InvalidArgument, "call gather(0)");
+  expect_error([&] { e.step(); }, gradwire::ErrorCode::InvalidArgument, "before finalize()");
+  std::vector<float> g(ps[0].elements);
+  e.mark_ready(0, g.data());
+  expect_error([&] { e.mark_ready(0, g.data()); }, gradwire::ErrorCode::InvalidArgument,
+               "marked ready and then ready");
+}
+
 }  // namespace
 }  // namespace gwtest
 
