@@ -352,6 +352,8 @@ class GRADWIRE_API ShardedEngine {
   const ShardedOptions& options() const;
   int stage() const;
   size_t size() const;  // parameters
+  // The parameter list (stages 1, 2: every unit 0).
+  const std::vector<ShardedParameter>& parameters() const;
 
   // ---- parameters
   // Stages 1, 2: where parameter i lives (its Bucket, valid for the

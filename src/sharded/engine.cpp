@@ -540,6 +540,9 @@ const ShardPlan& ShardedEngine::plan() const { return impl_->plan(); }
 const ShardedOptions& ShardedEngine::options() const { return impl_->options(); }
 int ShardedEngine::stage() const { return impl_->options().stage; }
 size_t ShardedEngine::size() const { return impl_->size(); }
+const std::vector<ShardedParameter>& ShardedEngine::parameters() const {
+  return impl_->parameters();
+}
 void* ShardedEngine::parameter(size_t i) { return impl_->parameter(i); }
 void* ShardedEngine::wait_parameter(size_t i) { return impl_->wait_parameter(i); }
 void ShardedEngine::wait_bucket(size_t b) { impl_->wait_bucket(b); }

@@ -54,6 +54,7 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
   const ShardPlan& plan() const { return plan_; }
   const ShardedOptions& options() const { return options_; }
   size_t size() const { return params_.size(); }
+  const std::vector<ShardedParameter>& parameters() const { return params_; }
 
   // parameters.cpp
   void* parameter(size_t i);

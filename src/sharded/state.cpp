@@ -199,7 +199,7 @@ void ShardedEngine::Impl::load_state(const std::vector<const ShardedState*>& sou
   });
   sharded::agree(comm_, outcome, "loading the sharded state");
 
-  release_all_units();
+  if (options_.stage == 3) release_all_units();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bk = *buckets_[b];
     if (bk.planned->shard == 0) continue;

@@ -10,9 +10,13 @@
 // stated tolerance at 3 and 4. Launched by ctest through gwlaunch -n N.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
+#include "gradwire/checkpoint.h"
 #include "harness.h"
 #include "sharded_model.h"
 
@@ -443,6 +447,126 @@ TEST(ShardedErrors, MisuseIsAnInvalidArgument) {
   e.mark_ready(0, g.data());
   expect_error([&] { e.mark_ready(0, g.data()); }, gradwire::ErrorCode::InvalidArgument,
                "marked ready and then ready");
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+// One training step on the engine and the same on the reference.
+void train(ShardedEngine& e, Unsharded& ref, const std::vector<ShardedParameter>& ps,
+           uint64_t step) {
+  const auto grads = forward(e, ps, step);
+  backward(e, ps, grads);
+  e.finalize();
+  EXPECT_TRUE(e.step());
+  reference_step(ref, ps, step);
+}
+
+// A fresh directory, the same path on every rank (rank 0 makes it).
+std::string shared_temp_dir() {
+  auto& w = world();
+  char path[256] = {};
+  if (w.rank() == 0) {
+    std::snprintf(path, sizeof path, "%s/gw-sharded-XXXXXX",
+                  std::filesystem::temp_directory_path().c_str());
+    if (!mkdtemp(path)) path[0] = 0;
+  }
+  w.broadcast(path, path, sizeof path, DataType::UInt8, 0).wait();
+  return path;
+}
+
+ShardedOptions checkpoint_options(int stage) {
+  ShardedOptions o;
+  o.stage = stage;
+  o.caps = sm::small_caps();
+  o.alignment = 4;
+  return o;
+}
+
+// Save, load into a fresh engine (same world) and continue bit for bit;
+// then each bad input fails on every rank with its typed error.
+TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
+  auto& w = world();
+  const std::string dir = shared_temp_dir();
+  ASSERT_FALSE(dir.empty());
+  const auto ps = sm::model(DataType::BFloat16);
+  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(2), pointers(sm::initial_values(ps)));
+  Unsharded ref(w, ps, "adam");
+  for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
+  gradwire::save_sharded_checkpoint(w, dir, 2, e);
+
+  ShardedEngine fresh(w, ps, make_optimizer("adam"), checkpoint_options(2));  // zeros
+  EXPECT_EQ(gradwire::load_sharded_checkpoint(w, dir, fresh), std::optional<uint64_t>(2));
+  EXPECT_EQ(fresh.optimizer_steps(), 2u);
+  expect_same_as(fresh, ps, ref, "after loading");
+  train(fresh, ref, ps, 2);
+  expect_same_as(fresh, ps, ref, "after a step more");
+
+  const auto other = sm::model(DataType::Float32);
+  ShardedEngine other_model(w, other, make_optimizer("adam"), checkpoint_options(2));
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_model); },
+               gradwire::ErrorCode::InvalidArgument, "a checkpoint of another model");
+  ShardedEngine other_stage(w, ps, make_optimizer("adam"), checkpoint_options(1));
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_stage); },
+               gradwire::ErrorCode::InvalidArgument, "saved by a stage-2 engine");
+  ShardedEngine other_optimizer(w, ps, make_optimizer("sgd"), checkpoint_options(2));
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_optimizer); },
+               gradwire::ErrorCode::InvalidArgument, "holds the state of optimizer");
+
+  const std::string plain = dir + "/plain";
+  gradwire::save_checkpoint(w, plain, 1, {{"x", "y"}});
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, plain, fresh); },
+               gradwire::ErrorCode::InvalidArgument, "not a sharded engine's checkpoint");
+
+  // A corrupt shard (one byte flipped on disk): Protocol on every rank.
+  w.barrier().wait();
+  const std::string shard = dir + "/step-000000000002/shard-00000.bin";
+  if (w.rank() == 0) {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c = char(c ^ 0x40);
+    f.seekp(100);
+    f.write(&c, 1);
+  }
+  w.barrier().wait();
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, fresh); },
+               gradwire::ErrorCode::Protocol, "is corrupt");
+  expect_same_as(fresh, ps, ref, "after the failed loads");  // unchanged
+  w.barrier().wait();
+  if (w.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// Re-sharding across world sizes, run by two ctest entries sharing a
+// directory (GW_SHARDED_CKPT_DIR): "write" trains two steps at N ranks and
+// saves; "read" loads at M ranks and trains two more. The gradients'
+// average does not depend on the world size (Note [gradients with an
+// exact average]), so both halves follow one trajectory: bit for bit
+// against the unsharded run of four steps.
+TEST(ShardedCheckpoint, Reshard) {
+  const char* dir = std::getenv("GW_SHARDED_CKPT_DIR");
+  const char* mode = std::getenv("GW_SHARDED_CKPT_MODE");
+  const char* stage_env = std::getenv("GW_SHARDED_CKPT_STAGE");
+  if (!dir || !mode) GTEST_SKIP() << "GW_SHARDED_CKPT_DIR and _MODE unset (a ctest pair sets them)";
+  auto& w = world();
+  const int stage = stage_env ? std::atoi(stage_env) : 2;
+  const auto ps = sm::model(DataType::BFloat16);
+  Unsharded ref(w, ps, "adam");
+  if (std::string(mode) == "write") {
+    if (w.rank() == 0) std::filesystem::remove_all(dir);
+    w.barrier().wait();
+    ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(stage),
+                    pointers(sm::initial_values(ps)));
+    for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
+    gradwire::save_sharded_checkpoint(w, dir, 2, e);
+    return;
+  }
+  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(stage));
+  ASSERT_EQ(gradwire::load_sharded_checkpoint(w, dir, e), std::optional<uint64_t>(2));
+  for (uint64_t step = 0; step < 2; ++step) reference_step(ref, ps, step);  // catches up
+  expect_same_as(e, ps, ref, "after loading");
+  for (uint64_t step = 2; step < 4; ++step) train(e, ref, ps, step);
+  expect_same_as(e, ps, ref, "after two steps more");
 }
 
 }  // namespace
