@@ -273,6 +273,84 @@ INSTANTIATE_TEST_SUITE_P(Engine, ShardedVsUnsharded,
                                             ::testing::Values("adam", "sgd")),
                          case_label);
 
+// Arbitrary gradients (full float32 mantissas; rank 0's dominates, so the
+// average is at least 0.3 / world in magnitude and Adam's update
+// g / sqrt(v) is well conditioned): at 1 and 2 ranks every reduction
+// order gives the same bits (one addition is commutative), so bit for bit;
+// at 3 and 4 ranks the engine's reduce_scatter and the Reducer's allreduce
+// may add in other orders. Tolerance, after 4 Adam steps of lr 1e-2:
+// float32 reduces to within a few ulps of the sum (relative 1e-6 of a
+// gradient bounded away from 0), which moves an update by about that
+// fraction of lr: 1e-6 absolute on master weights is 100x that. bfloat16
+// reduces in bfloat16 (8-bit mantissa): a gradient may differ by 2^-7
+// relative, an update by as much of lr, so 4 steps stay within 1e-3
+// (2.5x that), and a bfloat16 value within one ulp of it on top. The
+// moments are (1 - beta) weighted sums of gradients (or their squares) of
+// magnitude at most 1, so their error is at most a gradient's: 1e-6 in
+// float32; in bfloat16 a gradient may differ by 2 ulps (2^-7 at |g| < 1),
+// and exp_avg sums 0.1 x 0.9^k of them over 4 steps: 0.1 x 3.44 x 2^-7 =
+// 2.7e-3, so 4e-3. (On one host the shared-memory path adds in rank order for
+// both collectives and the results are equal; over tcp;ofi_rxm they are
+// not.)
+TEST_P(ShardedVsUnsharded, ArbitraryGradientsWithinTolerance) {
+  const auto [stage, dt, opt] = GetParam();
+  if (opt != "adam") GTEST_SKIP() << "one optimizer suffices here";
+  auto& w = world();
+  const auto ps = sm::model(dt);
+  ShardedOptions o;
+  o.stage = stage;
+  o.caps = sm::small_caps();
+  o.alignment = 4;
+  ShardedEngine e(w, ps, make_optimizer(opt), o, pointers(sm::initial_values(ps)));
+  Unsharded ref(w, ps, opt);
+  const bool exact = w.size() <= 2;
+  const double tol = dt == DataType::Float32 ? 1e-6 : 1e-3;
+  const double state_tol = dt == DataType::Float32 ? 1e-6 : 4e-3;
+  for (uint64_t step = 0; step < 4; ++step) {
+    std::vector<Bytes> grads;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      grads.emplace_back(bytes_of(ps[i]));
+      for (size_t k = 0; k < ps[i].elements; ++k) {
+        const uint64_t r = sm::mix(step * 7777 + i * 131 + k * 3 + uint64_t(w.rank()) * 1000003);
+        const float u = float(r >> 40) / float(1ull << 24);  // [0, 1), 24 bits
+        const float sign = (sm::mix(step * 31 + i * 7 + k) & 1) ? 1.0f : -1.0f;
+        const float g = w.rank() == 0 ? sign * (0.6f + 0.4f * u) : 0.2f * u - 0.1f;
+        sm::store(dt, grads.back().data(), k, g * float(w.size()));
+      }
+    }
+    if (stage < 3) e.wait_parameters();  // the gradients do not read them
+    for (size_t i = ps.size(); i-- > 0;) e.mark_ready(i, grads[i].data());
+    e.finalize();
+    EXPECT_TRUE(e.step());
+    for (size_t i = ps.size(); i-- > 0;) ref.reducer().mark_ready(i, grads[i].data());
+    ref.reducer().finalize();
+    ref.step(grads);
+  }
+  if (exact) {
+    expect_same_as(e, ps, ref, "after 4 steps");
+    return;
+  }
+  size_t bad = 0;
+  auto check = [&](double got, double want, double t, const std::string& what) {
+    if (std::abs(got - want) <= t) return;
+    if (++bad < 6) ADD_FAILURE() << what << ": " << got << " vs " << want << " (tolerance " << t << ")";
+  };
+  for (const auto& r : e.state().records) {
+    for (size_t k = 0; k < r.count; ++k) {
+      const double want = ref.master(r.parameter)[r.offset + k];
+      check(r.master[k], want, tol, ps[r.parameter].name + " master");
+      const double value = sm::load(dt, r.values.data(), k);
+      const double ulp = dt == DataType::Float32 ? 0 : std::abs(want) / 128;
+      check(value, want, tol + ulp, ps[r.parameter].name + " value");
+      for (size_t s = 0; s < r.state.size(); ++s) {
+        const double sw = ref.state(r.parameter)[s][r.offset + k];
+        check(r.state[s][k], sw, state_tol, ps[r.parameter].name + " " + e.state().state_names[s]);
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
 // ---------------------------------------------------------------- mixed precision and friends
 
 // float16 parameters with dynamic loss scaling: gradients come scaled by the
