@@ -62,6 +62,8 @@ class Unsharded {
   const Bytes& values(size_t i) const { return values_[i]; }
   const std::vector<float>& master(size_t i) const { return master_[i]; }
   const std::vector<std::vector<float>>& state(size_t i) const { return state_[i]; }
+  uint64_t steps() const { return steps_; }
+  const ShardOptimizer& optimizer() const { return *opt_; }
 
   // After finalize(): `grads` hold the averages; `factor` as the engine's.
   void step(std::vector<Bytes>& grads, float factor = 1.0f) {
@@ -613,6 +615,72 @@ TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
   expect_same_as(fresh, ps, ref, "after the failed loads");  // unchanged
   w.barrier().wait();
   if (w.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// Sharded <-> unsharded: full_state() of a stage-2 engine is every
+// parameter whole (what a DDP job holds) and equals the unsharded run's; it
+// loads into engines of stages 1 and 3 (a stage-to-stage move), and a full
+// state built from the unsharded run (DDP -> sharded) loads into a stage-2
+// engine; each continues bit for bit.
+TEST(ShardedCheckpoint, FullStateMovesBetweenStagesAndFromUnsharded) {
+  auto& w = world();
+  const auto ps = sm::model(DataType::BFloat16);
+  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(2), pointers(sm::initial_values(ps)));
+  Unsharded ref(w, ps, "adam");
+  for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
+  const gradwire::ShardedState full = gradwire::ShardedState::decode(e.full_state().encode(), "full");
+  EXPECT_EQ(full.stage, 0);
+  size_t covered = 0;
+  for (const auto& r : full.records) {
+    ASSERT_EQ(r.offset, 0u);
+    ASSERT_EQ(r.count, ps[r.parameter].elements);
+    EXPECT_TRUE(same_bytes(r.values.data(), ref.values(r.parameter).data(), r.values.size()));
+    EXPECT_TRUE(same_bytes(r.master.data(), ref.master(r.parameter).data(), r.count * 4));
+    covered += r.count;
+  }
+  size_t total = 0;
+  for (const auto& p : ps) total += p.elements;
+  EXPECT_EQ(covered, total);
+
+  // DDP -> sharded: the unsharded run's state as a full state.
+  gradwire::ShardedState from_ddp;
+  from_ddp.fingerprint = gradwire::parameter_list_fingerprint(ps);
+  from_ddp.optimizer = ref.optimizer().kind();
+  from_ddp.state_names = ref.optimizer().state_names();
+  from_ddp.step = ref.steps();
+  for (const auto& p : ps) from_ddp.dtypes.push_back(p.dtype);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (ps[i].elements == 0) continue;
+    gradwire::ShardedState::Record r;
+    r.parameter = i;
+    r.count = ps[i].elements;
+    r.values = ref.values(i);
+    r.master = ref.master(i);
+    r.state = ref.state(i);
+    from_ddp.records.push_back(std::move(r));
+  }
+
+  ShardedEngine s1(w, ps, make_optimizer("adam"), checkpoint_options(1));
+  ShardedEngine s3(w, ps, make_optimizer("adam"), checkpoint_options(3));
+  ShardedEngine s2(w, ps, make_optimizer("adam"), checkpoint_options(2));
+  s1.load_state({&full});
+  s3.load_state({&full});
+  s2.load_state({&from_ddp});
+  for (ShardedEngine* x : {&s1, &s3, &s2}) {
+    EXPECT_EQ(x->optimizer_steps(), 2u);
+    expect_same_as(*x, ps, ref, "loaded, stage " + std::to_string(x->stage()));
+  }
+  // One step more on each: the same gradients, so the same result.
+  const auto grads = forward(s1, ps, 2);
+  for (ShardedEngine* x : {&s1, &s3, &s2}) {
+    backward(*x, ps, grads);
+    x->finalize();
+    EXPECT_TRUE(x->step());
+  }
+  reference_step(ref, ps, 2);
+  for (ShardedEngine* x : {&s1, &s3, &s2}) {
+    expect_same_as(*x, ps, ref, "a step after loading, stage " + std::to_string(x->stage()));
+  }
 }
 
 // Re-sharding across world sizes, run by two ctest entries sharing a
