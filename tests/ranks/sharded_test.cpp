@@ -40,6 +40,15 @@ std::shared_ptr<ShardOptimizer> make_optimizer(const std::string& kind) {
   return gradwire::ShardSgd::make({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01});
 }
 
+// Small Buckets (the model spans several at every world size), alignment 4.
+ShardedOptions small_options(int stage) {
+  ShardedOptions o;
+  o.stage = stage;
+  o.caps = sm::small_caps();
+  o.alignment = 4;
+  return o;
+}
+
 // The unsharded computation: the Reducer (allreduce) and the optimizer on
 // every parameter whole, float32 master weights like the engine's.
 class Unsharded {
@@ -228,10 +237,7 @@ TEST_P(ShardedVsUnsharded, BitForBit) {
   auto& w = world();
   const auto ps = sm::model(dt);
   const auto init = sm::initial_values(ps);
-  ShardedOptions o;
-  o.stage = stage;
-  o.caps = sm::small_caps();
-  o.alignment = 4;
+  ShardedOptions o = small_options(stage);
   o.max_buckets_in_flight = 2;
   ShardedEngine e(w, ps, make_optimizer(opt), o, pointers(init));
   Unsharded ref(w, ps, opt);
@@ -299,10 +305,7 @@ TEST_P(ShardedVsUnsharded, ArbitraryGradientsWithinTolerance) {
   if (opt != "adam") GTEST_SKIP() << "one optimizer suffices here";
   auto& w = world();
   const auto ps = sm::model(dt);
-  ShardedOptions o;
-  o.stage = stage;
-  o.caps = sm::small_caps();
-  o.alignment = 4;
+  ShardedOptions o = small_options(stage);
   ShardedEngine e(w, ps, make_optimizer(opt), o, pointers(sm::initial_values(ps)));
   Unsharded ref(w, ps, opt);
   const bool exact = w.size() <= 2;
@@ -364,10 +367,7 @@ TEST(ShardedFeatures, Float16LossScalingSkipsOnEveryRank) {
   const auto ps = sm::model(DataType::Float16);
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    ShardedOptions o;
-    o.stage = stage;
-    o.caps = sm::small_caps();
-    o.alignment = 4;
+    ShardedOptions o = small_options(stage);
     o.loss_scaling = {.enabled = true, .initial = 1024.0f, .growth_interval = 2};
     ShardedEngine e(w, ps, make_optimizer("adam"), o, pointers(sm::initial_values(ps)));
     Unsharded ref(w, ps, "adam");
@@ -406,10 +406,7 @@ TEST(ShardedFeatures, ClipsByGlobalNorm) {
     const auto ps = sm::model(dt);
     for (int stage : {1, 2, 3}) {
       SCOPED_TRACE("stage " + std::to_string(stage) + " " + std::string(gradwire::to_string(dt)));
-      ShardedOptions o;
-      o.stage = stage;
-      o.caps = sm::small_caps();
-      o.alignment = 4;
+      ShardedOptions o = small_options(stage);
       o.max_grad_norm = 0.5;
       ShardedEngine e(w, ps, make_optimizer("sgd"), o, pointers(sm::initial_values(ps)));
       Unsharded ref(w, ps, "sgd");
@@ -451,10 +448,7 @@ TEST(ShardedFeatures, NoSyncAccumulationAndUnusedParameters) {
   const auto ps = sm::model(DataType::Float32);
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    ShardedOptions o;
-    o.stage = stage;
-    o.caps = sm::small_caps();
-    o.alignment = 4;
+    ShardedOptions o = small_options(stage);
     o.find_unused_parameters = true;
     ShardedEngine e(w, ps, make_optimizer("adam"), o, pointers(sm::initial_values(ps)));
     Unsharded ref(w, ps, "adam", /*find_unused=*/true);
@@ -554,14 +548,6 @@ std::string shared_temp_dir() {
   return path;
 }
 
-ShardedOptions checkpoint_options(int stage) {
-  ShardedOptions o;
-  o.stage = stage;
-  o.caps = sm::small_caps();
-  o.alignment = 4;
-  return o;
-}
-
 // Save, load into a fresh engine (same world) and continue bit for bit;
 // then each bad input fails on every rank with its typed error.
 TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
@@ -569,12 +555,12 @@ TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
   const std::string dir = shared_temp_dir();
   ASSERT_FALSE(dir.empty());
   const auto ps = sm::model(DataType::BFloat16);
-  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(2), pointers(sm::initial_values(ps)));
+  ShardedEngine e(w, ps, make_optimizer("adam"), small_options(2), pointers(sm::initial_values(ps)));
   Unsharded ref(w, ps, "adam");
   for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
   gradwire::save_sharded_checkpoint(w, dir, 2, e);
 
-  ShardedEngine fresh(w, ps, make_optimizer("adam"), checkpoint_options(2));  // zeros
+  ShardedEngine fresh(w, ps, make_optimizer("adam"), small_options(2));  // zeros
   EXPECT_EQ(gradwire::load_sharded_checkpoint(w, dir, fresh), std::optional<uint64_t>(2));
   EXPECT_EQ(fresh.optimizer_steps(), 2u);
   expect_same_as(fresh, ps, ref, "after loading");
@@ -582,13 +568,13 @@ TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
   expect_same_as(fresh, ps, ref, "after a step more");
 
   const auto other = sm::model(DataType::Float32);
-  ShardedEngine other_model(w, other, make_optimizer("adam"), checkpoint_options(2));
+  ShardedEngine other_model(w, other, make_optimizer("adam"), small_options(2));
   expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_model); },
                gradwire::ErrorCode::InvalidArgument, "a checkpoint of another model");
-  ShardedEngine other_stage(w, ps, make_optimizer("adam"), checkpoint_options(1));
+  ShardedEngine other_stage(w, ps, make_optimizer("adam"), small_options(1));
   expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_stage); },
                gradwire::ErrorCode::InvalidArgument, "saved by a stage-2 engine");
-  ShardedEngine other_optimizer(w, ps, make_optimizer("sgd"), checkpoint_options(2));
+  ShardedEngine other_optimizer(w, ps, make_optimizer("sgd"), small_options(2));
   expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, other_optimizer); },
                gradwire::ErrorCode::InvalidArgument, "holds the state of optimizer");
 
@@ -625,7 +611,7 @@ TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
 TEST(ShardedCheckpoint, FullStateMovesBetweenStagesAndFromUnsharded) {
   auto& w = world();
   const auto ps = sm::model(DataType::BFloat16);
-  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(2), pointers(sm::initial_values(ps)));
+  ShardedEngine e(w, ps, make_optimizer("adam"), small_options(2), pointers(sm::initial_values(ps)));
   Unsharded ref(w, ps, "adam");
   for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
   const gradwire::ShardedState full = gradwire::ShardedState::decode(e.full_state().encode(), "full");
@@ -660,9 +646,9 @@ TEST(ShardedCheckpoint, FullStateMovesBetweenStagesAndFromUnsharded) {
     from_ddp.records.push_back(std::move(r));
   }
 
-  ShardedEngine s1(w, ps, make_optimizer("adam"), checkpoint_options(1));
-  ShardedEngine s3(w, ps, make_optimizer("adam"), checkpoint_options(3));
-  ShardedEngine s2(w, ps, make_optimizer("adam"), checkpoint_options(2));
+  ShardedEngine s1(w, ps, make_optimizer("adam"), small_options(1));
+  ShardedEngine s3(w, ps, make_optimizer("adam"), small_options(3));
+  ShardedEngine s2(w, ps, make_optimizer("adam"), small_options(2));
   s1.load_state({&full});
   s3.load_state({&full});
   s2.load_state({&from_ddp});
@@ -701,13 +687,13 @@ TEST(ShardedCheckpoint, Reshard) {
   if (std::string(mode) == "write") {
     if (w.rank() == 0) std::filesystem::remove_all(dir);
     w.barrier().wait();
-    ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(stage),
+    ShardedEngine e(w, ps, make_optimizer("adam"), small_options(stage),
                     pointers(sm::initial_values(ps)));
     for (uint64_t step = 0; step < 2; ++step) train(e, ref, ps, step);
     gradwire::save_sharded_checkpoint(w, dir, 2, e);
     return;
   }
-  ShardedEngine e(w, ps, make_optimizer("adam"), checkpoint_options(stage));
+  ShardedEngine e(w, ps, make_optimizer("adam"), small_options(stage));
   ASSERT_EQ(gradwire::load_sharded_checkpoint(w, dir, e), std::optional<uint64_t>(2));
   for (uint64_t step = 0; step < 2; ++step) reference_step(ref, ps, step);  // catches up
   expect_same_as(e, ps, ref, "after loading");
