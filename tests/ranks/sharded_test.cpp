@@ -598,6 +598,12 @@ TEST(ShardedCheckpoint, SaveLoadContinueAndBadInput) {
   w.barrier().wait();
   expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, fresh); },
                gradwire::ErrorCode::Protocol, "is corrupt");
+  // A truncated shard (sizes are checked before checksums): Protocol too.
+  w.barrier().wait();
+  if (w.rank() == 0) std::filesystem::resize_file(shard, std::filesystem::file_size(shard) - 7);
+  w.barrier().wait();
+  expect_error([&] { gradwire::load_sharded_checkpoint(w, dir, fresh); },
+               gradwire::ErrorCode::Protocol, "truncated");
   expect_same_as(fresh, ps, ref, "after the failed loads");  // unchanged
   w.barrier().wait();
   if (w.rank() == 0) std::filesystem::remove_all(dir);
