@@ -145,7 +145,6 @@ void ShardedEngine::Impl::allocate() {
     }
   }
   scratch_.assign(max_shard, 0.0f);
-  complete_.assign(buckets_.size(), false);
   marks_ = std::make_unique<std::atomic<uint8_t>[]>(params_.size());
   pool_buffer_bytes_ = options_.stage == 1 ? 0 : max_bucket_bytes;
 }
@@ -197,9 +196,7 @@ void ShardedEngine::Impl::reset_step() {
     bk.launch_error = nullptr;
   }
   std::lock_guard<std::mutex> lk(launch_mu_);
-  complete_.assign(buckets_.size(), false);
-  next_launch_ = 0;
-  launching_ = false;
+  order_.reset(buckets_.size());
 }
 
 std::string ShardedEngine::Impl::where() const {
@@ -335,17 +332,7 @@ void ShardedEngine::Impl::gradient_done(size_t i) {
 
 void ShardedEngine::Impl::launch_in_order(size_t completed) {
   std::unique_lock<std::mutex> lk(launch_mu_);
-  complete_[completed] = true;
-  if (launching_) return;
-  launching_ = true;
-  while (next_launch_ < buckets_.size() && complete_[next_launch_]) {
-    const size_t b = next_launch_;
-    lk.unlock();
-    launch(b);
-    lk.lock();
-    ++next_launch_;
-  }
-  launching_ = false;
+  order_.complete(lk, completed, [this](size_t b) { launch(b); });
 }
 
 // Never throws (the launcher is whichever autograd thread completed a
@@ -415,7 +402,7 @@ void ShardedEngine::Impl::raise_unmarked(const std::vector<size_t>& unmarked) {
   size_t first_unlaunched;
   {
     std::lock_guard<std::mutex> lk(launch_mu_);
-    first_unlaunched = next_launch_;
+    first_unlaunched = order_.next();
   }
   wait_reductions_quietly();
   std::vector<std::string> names;
@@ -458,9 +445,9 @@ void ShardedEngine::Impl::finalize() {
   }
   {
     std::lock_guard<std::mutex> lk(launch_mu_);
-    GW_CHECK(next_launch_ == buckets_.size() && !launching_,
+    GW_CHECK(order_.all_launched(),
              "{}: {} of {} Buckets launched after every gradient was marked (finalize() while "
-             "mark_ready was still running?)", where(), next_launch_, buckets_.size());
+             "mark_ready was still running?)", where(), order_.next(), buckets_.size());
   }
   std::exception_ptr failure;
   size_t failed = 0;

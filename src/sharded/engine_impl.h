@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "gradwire/sharded.h"
+#include "reducer/in_order.h"
 
 namespace gradwire {
 
@@ -174,9 +175,7 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
 
   // Note [in-order launch] in src/reducer/reducer_impl.h, the same rule.
   std::mutex launch_mu_;
-  std::vector<bool> complete_;
-  size_t next_launch_ = 0;
-  bool launching_ = false;
+  InOrderLaunch order_;  // guarded by launch_mu_
 
   // Note [bounded gradient buffers]; guarded by pool_mu_.
   mutable std::mutex pool_mu_;
