@@ -35,6 +35,7 @@ LAYERS = [
     ("device", ["src/device/"]),
     ("runtime", ["src/runtime/"]),
     ("reducer", ["src/reducer/"]),
+    ("sharded", ["src/sharded/"]),
     ("compress", ["src/compress/"]),
     ("checkpoint", ["src/checkpoint/"]),
     ("elastic", ["src/elastic/"]),

@@ -33,6 +33,8 @@
 
 namespace gradwire {
 
+class ShardedEngine;  // gradwire/sharded.h
+
 struct GRADWIRE_API CheckpointOptions {
   // Complete checkpoints kept after a save (older ones are deleted); at
   // least 1.
@@ -81,5 +83,25 @@ GRADWIRE_API void save_checkpoint(Communicator& comm, const std::string& dir, ui
 // the manifest (Protocol, naming the file: corrupted or truncated), a
 // malformed manifest or shard (Protocol).
 GRADWIRE_API std::optional<Checkpoint> load_latest_checkpoint(Communicator& comm, const std::string& dir);
+
+// A sharded engine's checkpoint (Note [sharded checkpoints] in
+// src/checkpoint/sharded.cpp): collective; every rank saves its pieces
+// (parameters, fp32 master weights, optimizer state; ShardedState) as its
+// shard, with the model's fingerprint, stage and optimizer in the manifest.
+// Otherwise as save_checkpoint (same layout, atomicity and pruning).
+GRADWIRE_API void save_sharded_checkpoint(Communicator& comm, const std::string& dir,
+                                          uint64_t step, const ShardedEngine& engine,
+                                          const CheckpointOptions& options = {});
+
+// Collective: loads the newest complete sharded checkpoint in `dir` into
+// `engine`, whatever number of ranks wrote it (re-sharding: each rank reads
+// the shards that hold its pieces), and returns its step; nullopt if there
+// is none. Raised on every rank, leaving every engine unchanged: a
+// checkpoint of another model (InvalidArgument), stage or optimizer, or
+// one written by save_checkpoint (InvalidArgument); a missing, truncated or
+// corrupt shard (Protocol, naming the file).
+GRADWIRE_API std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm,
+                                                             const std::string& dir,
+                                                             ShardedEngine& engine);
 
 }  // namespace gradwire

@@ -11,6 +11,7 @@
 #include "gradwire/options.h"
 #include "gradwire/rendezvous.h"
 #include "gradwire/reducer.h"
+#include "gradwire/sharded.h"
 #include "gradwire/types.h"
 #include "gradwire/version.h"
 #include "gradwire/work.h"

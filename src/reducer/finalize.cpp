@@ -51,7 +51,7 @@ void Reducer::Impl::raise_unmarked(const std::vector<size_t>& unmarked) {
   size_t first_unlaunched;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    first_unlaunched = next_launch_;
+    first_unlaunched = order_.next();
   }
   // Launched Buckets may still be in flight: let them finish (bounded by
   // the deadline) so nothing writes into the Buckets once we return.
@@ -93,10 +93,10 @@ void Reducer::Impl::finalize(void* stream) {
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    GW_CHECK(next_launch_ == buckets_.size() && !launching_,
+    GW_CHECK(order_.all_launched(),
              "{}: only {} of {} Buckets launched after every gradient was ready (was "
              "finalize() called while mark_ready was still running?)",
-             where(), next_launch_, buckets_.size());
+             where(), order_.next(), buckets_.size());
   }
 
   // Wait for every Bucket, even after a failure, so none is in flight when

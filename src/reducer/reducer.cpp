@@ -113,7 +113,7 @@ void Reducer::Impl::allocate(const BucketPlan& plan) {
     }
     buckets_.push_back(std::move(b));
   }
-  complete_.assign(buckets_.size(), false);
+  order_.reset(buckets_.size());
   std::vector<StallInspector::Bucket> named(plan_.buckets.size());
   for (size_t b = 0; b < named.size(); ++b) {
     named[b].description = describe_bucket(b);
@@ -135,9 +135,7 @@ void Reducer::Impl::reset_step() {
     bk.launch_error = nullptr;
   }
   std::lock_guard<std::mutex> lk(mu_);
-  complete_.assign(buckets_.size(), false);
-  next_launch_ = 0;
-  launching_ = false;
+  order_.reset(buckets_.size());
   ready_count_.store(0);
   first_ready_ns_.store(0);
   stall_->step_ended();
@@ -281,17 +279,7 @@ void Reducer::Impl::gradient_done(size_t i) {
 
 void Reducer::Impl::launch_in_order(size_t completed_bucket) {
   std::unique_lock<std::mutex> lk(mu_);
-  complete_[completed_bucket] = true;
-  if (launching_) return;  // the active launcher will see it
-  launching_ = true;
-  while (next_launch_ < buckets_.size() && complete_[next_launch_]) {
-    const size_t b = next_launch_;
-    lk.unlock();
-    launch(b);
-    lk.lock();
-    ++next_launch_;
-  }
-  launching_ = false;
+  order_.complete(lk, completed_bucket, [this](size_t b) { launch(b); });
 }
 
 // Never throws: a failure is kept for finalize(), which reports it with its

@@ -5,12 +5,12 @@
 // Note [in-order launch]: every rank launches Bucket k before k+1, because
 // the communicator runs collectives in submission order and ranks must
 // submit the same sequence. A Bucket that completes early (its gradients
-// came first on this rank) waits in `complete_` until every Bucket before it
-// launched. Whoever completes the next Bucket becomes the launcher
-// (`launching_`) and launches every Bucket that is launchable in a row, with
+// came first on this rank) waits until every Bucket before it launched.
+// Whoever completes the next Bucket becomes the launcher and launches every Bucket that is launchable in a row, with
 // mu_ released around each launch, so the hook's work (e.g. a cast to
 // float16) never blocks other threads' mark_ready; a Bucket completed by
-// another thread meanwhile is picked up by the launcher's next check.
+// another thread meanwhile is picked up by the launcher's next check
+// (InOrderLaunch, reducer/in_order.h).
 #pragma once
 
 #include <atomic>
@@ -25,6 +25,7 @@
 #include "base/deadline.h"
 #include "gradwire/reducer.h"
 #include "reducer/device.h"
+#include "reducer/in_order.h"
 #include "reducer/stall.h"
 
 namespace gradwire {
@@ -133,9 +134,7 @@ class __attribute__((visibility("hidden"))) Reducer::Impl {
 
   // Launch state (Note [in-order launch]); guarded by mu_.
   std::mutex mu_;
-  std::vector<bool> complete_;
-  size_t next_launch_ = 0;
-  bool launching_ = false;
+  InOrderLaunch order_;  // guarded by mu_
 
   // Per step, written by mark_ready threads.
   std::vector<size_t> ready_order_;  // gradient indices by ready position
