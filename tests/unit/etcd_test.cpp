@@ -4,7 +4,7 @@
 // parsers, the endpoint list; the etcd rendezvous read from the environment;
 // the elastic close rules that leases and heartbeats added; and heartbeats
 // between two sockets of this process (Note [heartbeats between hosts]).
-// Against a real etcd: tests/ranks/etcd_store_test.cpp (ctest -L etcd).
+// Against a real etcd: tests/etcd/store_test.cpp (ctest -L etcd).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
