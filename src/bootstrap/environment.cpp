@@ -51,6 +51,20 @@ std::optional<int> parse_int(const std::string& text) {
   return value;
 }
 
+int parse_int_in(const char* name, const std::string& text, int lo, int hi,
+                 const std::string& expected) {
+  auto v = parse_int(text);
+  if (!v) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
+          expected);
+  }
+  if (*v < lo || *v > hi) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
+          expected);
+  }
+  return *v;
+}
+
 std::optional<uint64_t> parse_u64(const std::string& text) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();
@@ -106,17 +120,7 @@ struct Reader {
 
   // An integer in [lo, hi]; `expected` describes the range in the message.
   int integer(const char* name, int lo, int hi, const std::string& expected) const {
-    std::string text = require(name, expected);
-    auto v = env::parse_int(text);
-    if (!v) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
-            expected);
-    }
-    if (*v < lo || *v > hi) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
-            expected);
-    }
-    return *v;
+    return env::parse_int_in(name, require(name, expected), lo, hi, expected);
   }
 
   int world_size() const { return integer("WORLD_SIZE", 1, INT_MAX, "WORLD_SIZE >= 1"); }

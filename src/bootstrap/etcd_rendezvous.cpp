@@ -34,17 +34,7 @@ void check_prefix(const std::string& prefix, const char* what) {
 }
 
 int integer_var(const char* name, int lo, int hi, const std::string& expected) {
-  const std::string text = env::get(name).value_or("");
-  auto v = env::parse_int(text);
-  if (!v) {
-    raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
-          expected);
-  }
-  if (*v < lo || *v > hi) {
-    raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
-          expected);
-  }
-  return *v;
+  return env::parse_int_in(name, env::get(name).value_or(""), lo, hi, expected);
 }
 
 }  // namespace

@@ -226,8 +226,8 @@ class Parser {
       if (at_ >= t_.size() || t_[at_] != ':') return bad("expected ':'");
       ++at_;
       skip_space();
-      out.members.emplace_back(std::move(key), Value{});
-      if (!value(out.members.back().second, depth + 1)) return false;
+      out.members.push_back({std::move(key), Value{}});
+      if (!value(out.members.back().value, depth + 1)) return false;
       skip_space();
       if (at_ >= t_.size()) return bad("unterminated object");
       if (t_[at_] == ',') {

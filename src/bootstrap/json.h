@@ -16,17 +16,26 @@
 
 namespace gradwire::bootstrap::json {
 
+struct Member;
+
 struct Value {
   enum class Type : uint8_t { Null, Bool, Number, String, Array, Object };
   Type type = Type::Null;
   bool boolean = false;
   std::string text;  // a String's decoded text, a Number's digits
   std::vector<Value> items;                           // Array
-  std::vector<std::pair<std::string, Value>> members;  // Object, in document order
+  // Object, in document order. Not std::pair<std::string, Value>: a pair
+  // of an incomplete type does not compile with clang (the fuzz build).
+  std::vector<Member> members;
 
   // The member `key` of an Object (the first one), or null.
   const Value* find(std::string_view key) const;
   bool is_string() const { return type == Type::String; }
+};
+
+struct Member {
+  std::string key;
+  Value value;
 };
 
 // The largest document and the deepest nesting parse() accepts: etcd's
