@@ -3,7 +3,9 @@
 #  1. the store's semantics against it (store_test: watches, set_if_absent
 #     races, leases, failover, servers that are not etcd);
 #  2. a fixed world of 2 ranks over etcd (RANK, WORLD_SIZE set);
-#  3. an elastic job of 2 on this host over etcd (min 2, max 2);
+#  3. an elastic job of 2 on this host over etcd (min 2, max 2); then one
+#     with a third process that waits as a spare (max 2) until a member is
+#     killed, and then comes in;
 #  4. bad input, each a clear error naming what to fix within 30 s, never
 #     a hang: malformed variables, an unreachable etcd, a prefix holding a
 #     finished job, a dead job, another program's keys, or a job with
@@ -55,6 +57,24 @@ elastic /done-$$/ "$tmp/e.1"
 for p in "${pids[@]}"; do wait "$p" || { cat "$tmp"/e.*; fail "the elastic job"; }; done
 pids=()
 grep -h '^final' "$tmp"/e.*
+
+echo "3b. max size 2: a third process waits as a spare, and comes in when a member is lost"
+WORKER_ARGS="--steps 150 --step-ms 20" elastic /max-$$/ "$tmp/m.0"
+WORKER_ARGS="--steps 150 --step-ms 20" elastic /max-$$/ "$tmp/m.1"
+members=("${pids[@]}")
+for _ in $(seq 200); do grep -q '^step 5 ' "$tmp/m.0" && break; sleep 0.05; done
+WORKER_ARGS="--steps 150 --step-ms 20" elastic /max-$$/ "$tmp/m.2"
+sleep 1.5
+grep -q '^joined' "$tmp/m.2" && { cat "$tmp/m.2"; fail "the spare came in beyond max_size"; }
+grep -q 'world 3' "$tmp"/m.* && fail "a generation of 3 formed beyond max_size 2"
+kill_tree "${members[1]}"
+wait "${members[1]}" 2> /dev/null
+for p in "${members[0]}" "${pids[2]}"; do
+  wait "$p" || { tail -n 20 "$tmp"/m.*; fail "the job with a spare"; }
+done
+pids=()
+grep -q '^joined: generation 1, world 2' "$tmp/m.2" || { cat "$tmp/m.2"; fail "the spare did not come in"; }
+grep -h '^recovered\|^joined: generation 1\|^final' "$tmp/m.0" "$tmp/m.2"
 
 echo "4. bad input"
 # refused NAME PATTERN ENV...: the worker must fail within 30 s (not by the
