@@ -22,9 +22,11 @@
 // back to their last common commit (at most one commit interval of steps
 // is lost), a joining process receives it by broadcast from a survivor.
 //
-// The store must outlive every member: a file store (GRADWIRE_STORE_DIR, a
-// directory every rank sees, fresh for each job) or an in-process store.
-// rank 0's TCP store dies with rank 0, so it is refused (InvalidArgument).
+// The store must outlive every member: an etcd cluster across hosts
+// (GRADWIRE_ETCD_ENDPOINTS, GRADWIRE_ETCD_PREFIX: a prefix of keys of the
+// job's own), a file store (GRADWIRE_STORE_DIR, a directory every rank
+// sees, fresh for each job) or an in-process store. Rank 0's TCP store dies
+// with rank 0, so it is refused (InvalidArgument).
 #pragma once
 
 #include "gradwire/export.h"
@@ -43,8 +45,16 @@ namespace gradwire {
 
 struct GRADWIRE_API ElasticOptions {
   // Fewer live members than this after a failure: recover() fails with
-  // PeerLost instead of continuing.
+  // PeerLost instead of continuing. A job whose first size is left open
+  // (an etcd rendezvous without a size) starts once this many processes
+  // have arrived and no other came for `settle`.
+  // GRADWIRE_ELASTIC_MIN_SIZE overrides it.
   int min_size = 1;
+  // At most this many members (0: no limit): the first generation forms at
+  // once when this many arrived; processes that come while the job is at
+  // this size wait as spares and come in when a member is lost.
+  // GRADWIRE_ELASTIC_MAX_SIZE overrides it.
+  int max_size = 0;
   // After a failure the survivors wait until no further member has arrived
   // for this long (or until every member of the failed generation is back)
   // before they form the next generation. Survivors learn of a failure up
@@ -75,11 +85,17 @@ class ElasticGroupImpl;
 
 class GRADWIRE_API ElasticGroup {
  public:
-  // Joins the elastic job at `rendezvous` (Kind::FileStore or InProcess;
-  // its rank is only this process's preferred rank in the first generation,
-  // its size the first generation's size). The first processes form the
-  // first generation once `size` of them have arrived; a process that comes
-  // later waits until the members' next commit() (or recovery) lets it in.
+  // Joins the elastic job at `rendezvous` (Kind::Etcd, FileStore or
+  // InProcess; its rank is only this process's preferred rank in the first
+  // generation, its size the first generation's size, which an Etcd
+  // rendezvous may leave 0: then min_size..max_size). The first processes
+  // form the first generation once `size` of them have arrived; a process
+  // that comes later waits until the members' next commit() (or recovery)
+  // lets it in. Every process of a job must pass the same min_size and
+  // max_size (InvalidArgument naming both otherwise); a store that holds
+  // another program's keys is a Protocol error, and one that holds a job
+  // that finished (Aborted) or whose members are all gone (etcd:
+  // InvalidArgument) is refused, naming the prefix to change.
   static std::unique_ptr<ElasticGroup> join(const Options& options, const Rendezvous& rendezvous,
                                             const ElasticOptions& elastic = {});
   ~ElasticGroup();

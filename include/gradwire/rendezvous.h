@@ -7,6 +7,11 @@
 //   auto comm = gradwire::Communicator::create(
 //       {}, gradwire::Rendezvous::tcp("10.0.0.1", 29400, rank, size, secret));
 //
+//   // an etcd cluster every process reaches (elastic jobs across hosts:
+//   // gradwire/elastic.h assigns ranks; or a fixed world with rank and size)
+//   auto group = gradwire::ElasticGroup::join({}, gradwire::Rendezvous::etcd(
+//       {"http://10.0.0.5:2379", "http://10.0.0.6:2379"}, "/gradwire/job-42/"));
+//
 //   // N ranks as threads of one process (tests, single-process tools)
 //   auto store = gradwire::make_in_process_store();
 //   ... on thread r: Communicator::create({}, Rendezvous::in_process(store, r, n));
@@ -17,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gradwire {
 
@@ -32,6 +38,7 @@ struct GRADWIRE_API Rendezvous {
     TcpStore,   // gradwire's TCP store, served by rank 0 at host:port
     FileStore,  // a directory every rank sees (one file per key)
     InProcess,  // an InProcessStore: ranks are threads of one process
+    Etcd,       // an etcd cluster (v3 API, http): a store that outlives every member
   };
   Kind kind = Kind::Single;
   int rank = 0;
@@ -53,10 +60,15 @@ struct GRADWIRE_API Rendezvous {
   std::string job;
   std::string dir;                         // FileStore
   std::shared_ptr<InProcessStore> store;   // InProcess
-  // TcpStore, FileStore, InProcess: every key this world's bootstrap uses
-  // lives under this prefix of the store, so that several worlds can share
-  // one store (the generations of an elastic job, gradwire/elastic.h).
-  // Empty: none. Refused for Single and Mpi, which use no store.
+  // Etcd: the client URLs of the cluster's members ("http://10.0.0.5:2379";
+  // calls fail over between them; TLS is not supported yet).
+  std::vector<std::string> endpoints;
+  // TcpStore, FileStore, InProcess, Etcd: every key this world's bootstrap
+  // uses lives under this prefix of the store, so that several worlds can
+  // share one store (the generations of an elastic job, gradwire/elastic.h).
+  // Empty: none. Refused for Single and Mpi, which use no store. Required
+  // for Etcd, where it is the job's own part of a cluster that other jobs
+  // may share (e.g. "/gradwire/<job id>/").
   std::string key_prefix;
 
   static Rendezvous single() { return {}; }
@@ -79,9 +91,21 @@ struct GRADWIRE_API Rendezvous {
     r.store = std::move(store);
     return r;
   }
+  // An elastic job's rendezvous (size 0: ElasticGroup::join assigns ranks),
+  // or with rank and size a fixed world over etcd (Communicator::create),
+  // whose keys live as long as the processes that wrote them.
+  static Rendezvous etcd(std::vector<std::string> endpoints, std::string job_prefix,
+                         int rank = 0, int size = 0) {
+    Rendezvous r = of(Kind::Etcd, rank, size);
+    r.endpoints = std::move(endpoints);
+    r.key_prefix = std::move(job_prefix);
+    return r;
+  }
   // The launcher's variables, read strictly (a typo fails naming the
   // variable): OMPI_COMM_WORLD_SIZE -> Mpi; GRADWIRE_STORE_DIR (+ RANK,
-  // WORLD_SIZE) -> FileStore; MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+  // WORLD_SIZE) -> FileStore; GRADWIRE_ETCD_ENDPOINTS and
+  // GRADWIRE_ETCD_PREFIX (+ RANK and WORLD_SIZE for a fixed world, neither
+  // for an elastic one) -> Etcd; MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
   // (torchrun's convention, GRADWIRE_JOB_SECRET, GRADWIRE_STORE_PORT,
   // GRADWIRE_STORE_BIND) -> TcpStore; else Slurm's (from_slurm()); none of
   // them -> Single.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +38,9 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_SHM_COLLECTIVES",     "GRADWIRE_P2P_SINGLE_COPY",
     "GRADWIRE_ELASTIC_SETTLE_S",    // elastic/group.cpp
     "GRADWIRE_ASYMMETRIC_FENCES",   // base/asymmetric_fence.cpp
+    "GRADWIRE_ETCD_ENDPOINTS",      "GRADWIRE_ETCD_PREFIX", "GRADWIRE_ETCD_TTL_S",  // bootstrap
+    "GRADWIRE_ELASTIC_MIN_SIZE",    "GRADWIRE_ELASTIC_MAX_SIZE",  // elastic/group.cpp
+    "GRADWIRE_HOST_LOST_S",         // runtime/watchdog.cpp (Note [heartbeats between hosts])
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -65,7 +69,9 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_STALL_WARN_S",  "GRADWIRE_STALL_SHUTDOWN_S",     "GRADWIRE_LOG_LEVEL",
     "GRADWIRE_CPU_KERNELS",   "GRADWIRE_STORE_PORT",           "GRADWIRE_REQUIRE_SECRET",
     "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
-    "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S",      "GRADWIRE_ASYMMETRIC_FENCES"};
+    "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S",      "GRADWIRE_ASYMMETRIC_FENCES",
+    "GRADWIRE_ETCD_TTL_S",    "GRADWIRE_ELASTIC_MIN_SIZE",     "GRADWIRE_ELASTIC_MAX_SIZE",
+    "GRADWIRE_HOST_LOST_S"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -104,8 +110,21 @@ Options Options::with_env_overrides() const {
   // Read by the Reducer (reducer/stall.cpp), checked here so that a bad
   // value fails at start-up even in a job that never builds a Reducer.
   for (const char* name : {"GRADWIRE_STALL_WARN_S", "GRADWIRE_STALL_SHUTDOWN_S",
-                           "GRADWIRE_ELASTIC_SETTLE_S"}) {
+                           "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_HOST_LOST_S"}) {
     if (const char* v = value_of(name)) (void)env::parse_seconds(name, v, /*zero_allowed=*/true);
+  }
+  // Read by elastic/group.cpp and bootstrap/etcd_rendezvous.cpp, which
+  // check their ranges; here only that they are whole numbers.
+  for (const char* name : {"GRADWIRE_ELASTIC_MIN_SIZE", "GRADWIRE_ELASTIC_MAX_SIZE",
+                           "GRADWIRE_ETCD_TTL_S"}) {
+    if (const char* v = value_of(name)) {
+      int n = 0;
+      const std::string_view t(v);
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      if (ec != std::errc() || end != t.data() + t.size() || n < 1) {
+        raise(ErrorCode::InvalidArgument, "{}='{}' is not a whole number >= 1", name, v);
+      }
+    }
   }
   // Read by base/shm_reclaim.cpp (Note [reclaiming dead regions]).
   if (const char* v = value_of("GRADWIRE_SHM_RECLAIM"); v && std::string_view(v) != "0" &&

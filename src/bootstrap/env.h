@@ -16,6 +16,11 @@ std::optional<std::string> get(const char* name);
 // leading '-', no spaces, no "0x", no trailing junk.
 std::optional<int> parse_int(const std::string& text);
 
+// parse_int() of variable `name`'s value `text`, in [lo, hi]:
+// InvalidArgument naming the variable and `expected` (the range in words).
+int parse_int_in(const char* name, const std::string& text, int lo, int hi,
+                 const std::string& expected);
+
 // The same for a whole-string unsigned decimal that fits in 64 bits (no
 // sign at all): Slurm's job and step ids.
 std::optional<uint64_t> parse_u64(const std::string& text);

@@ -25,6 +25,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/env.h"
+#include "bootstrap/etcd_store.h"
 #include "bootstrap/slurm.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/store.h"
@@ -48,6 +49,20 @@ std::optional<int> parse_int(const std::string& text) {
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return value;
+}
+
+int parse_int_in(const char* name, const std::string& text, int lo, int hi,
+                 const std::string& expected) {
+  auto v = parse_int(text);
+  if (!v) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
+          expected);
+  }
+  if (*v < lo || *v > hi) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
+          expected);
+  }
+  return *v;
 }
 
 std::optional<uint64_t> parse_u64(const std::string& text) {
@@ -105,17 +120,7 @@ struct Reader {
 
   // An integer in [lo, hi]; `expected` describes the range in the message.
   int integer(const char* name, int lo, int hi, const std::string& expected) const {
-    std::string text = require(name, expected);
-    auto v = env::parse_int(text);
-    if (!v) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is not an integer (expected {})", name, text,
-            expected);
-    }
-    if (*v < lo || *v > hi) {
-      raise(ErrorCode::InvalidArgument, "{}='{}' is out of range (expected {})", name, text,
-            expected);
-    }
-    return *v;
+    return env::parse_int_in(name, require(name, expected), lo, hi, expected);
   }
 
   int world_size() const { return integer("WORLD_SIZE", 1, INT_MAX, "WORLD_SIZE >= 1"); }
@@ -248,6 +253,12 @@ std::unique_ptr<Store> with_prefix(std::unique_ptr<Store> store, const Rendezvou
 
 std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
   using Kind = Rendezvous::Kind;
+  if (r.kind == Kind::Etcd && r.size == 0) {
+    raise(ErrorCode::InvalidArgument, "Rendezvous::size is 0: an etcd rendezvous without a size "
+          "(GRADWIRE_ETCD_ENDPOINTS without RANK and WORLD_SIZE) is an elastic job's, whose "
+          "ranks gradwire::ElasticGroup::join assigns (gradwire/elastic.h); for a fixed world "
+          "over etcd set RANK and WORLD_SIZE (Rendezvous::etcd(endpoints, prefix, rank, size))");
+  }
   if (!r.key_prefix.empty() && (r.kind == Kind::Single || r.kind == Kind::Mpi)) {
     raise(ErrorCode::InvalidArgument, "Rendezvous::key_prefix='{}' is set, but a {} rendezvous "
           "uses no store (key_prefix is for TcpStore, FileStore and InProcess)", r.key_prefix,
@@ -325,6 +336,21 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
       }
       return make_store_bootstrap(with_prefix(std::move(store), r), r.rank, r.size, r.local_rank);
     }
+    case Kind::Etcd: {
+      // Note [etcd leases]: a fixed world's keys live as long as the
+      // processes that wrote them, so a later run under the same prefix
+      // never reads this one's addresses.
+      auto store = make_etcd_job_store(r, options.timeout, /*ephemeral_writes=*/true);
+      log().debug("bootstrap: {}, rank {} of {}", store->describe(), r.rank, r.size);
+      if (const uint64_t g = next_etcd_world(r); g > 0) {
+        store = prefix_store(std::move(store), fmt::format("world{}/", g));
+      }
+      if (!r.job.empty()) {
+        check_same_job(*store, store->describe(), r.rank, r.size, r.job,
+                       Deadline::after(options.timeout));
+      }
+      return make_store_bootstrap(std::move(store), r.rank, r.size, r.local_rank);
+    }
     default: break;
   }
   raise(ErrorCode::InvalidArgument, "Rendezvous::kind {} is not a kind of rendezvous", int(r.kind));
@@ -335,7 +361,10 @@ std::unique_ptr<Bootstrap> make(const Rendezvous& r, const Options& options) {
 namespace gradwire {
 
 // Note [launcher order]: mpirun's OMPI_* first, then GRADWIRE_STORE_DIR,
-// then torchrun's convention, then Slurm's variables (Note [launching
+// then GRADWIRE_ETCD_ENDPOINTS (both gradwire's own, explicit settings:
+// RANK and WORLD_SIZE are read with them, and an elastic job over etcd
+// launched by srun or torchrun ignores their other variables), then
+// torchrun's convention, then Slurm's variables (Note [launching
 // under Slurm] in slurm.cpp), then a world of one. Slurm comes after the
 // others because they are launched *inside* Slurm jobs and their workers
 // inherit the SLURM_* of the step that started the launcher: `srun
@@ -349,6 +378,7 @@ Rendezvous Rendezvous::from_environment() {
   using bootstrap::env::get;
   if (get("OMPI_COMM_WORLD_SIZE")) return mpi();
   if (auto dir = get("GRADWIRE_STORE_DIR")) return bootstrap::file_store_rendezvous(*dir);
+  if (auto etcd = get("GRADWIRE_ETCD_ENDPOINTS")) return bootstrap::etcd_rendezvous(*etcd);
   for (const char* trigger : {"MASTER_ADDR", "RANK", "MASTER_PORT", "WORLD_SIZE"}) {
     if (get(trigger)) return bootstrap::tcp_store_rendezvous(trigger);
   }

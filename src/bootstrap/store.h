@@ -1,6 +1,7 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // A key-value store for rendezvous: a TCP server on rank 0 (torchrun
-// convention) or a shared directory (tests). Values are opaque bytes.
+// convention), an etcd cluster (etcd_store.h), a shared directory or a map
+// in this process's memory (tests). Values are opaque bytes.
 #pragma once
 
 #include <chrono>
@@ -31,6 +32,21 @@ class Store {
   // in src/elastic/group.cpp). The TCP store does not offer it yet: this
   // default raises InvalidArgument naming the store.
   virtual bool set_if_absent(const std::string& key, const std::string& value);
+  // Writes `key` bound to this process's lease (Note [etcd leases] in
+  // etcd_store.cpp): the key disappears once this process has died, or lost
+  // the store, or destroyed this Store, for the store's TTL.
+  // False, writing nothing, where the store has no leases (the default).
+  virtual bool set_ephemeral(const std::string& key, const std::string& value);
+  // Returns once a key under `prefix` was written or deleted after
+  // `*cursor`, or at `until`, whichever comes first; spurious returns are
+  // allowed, lost changes are not. `*cursor` is the store's own position:
+  // 0 at first, which returns at once having set it, so that a caller reads
+  // what it needs after that and then waits for anything newer:
+  //   uint64_t cursor = 0;
+  //   for (;;) { read what you need; decide; store.wait_change(p, &cursor, d); }
+  // A store that can watch (etcd) wakes on the change; the default sleeps
+  // 10 ms (a poll).
+  virtual void wait_change(const std::string& prefix, uint64_t* cursor, Deadline until);
   // Leaves a last will (Note [a connection's last will] in
   // tcp_store_server.h): should this process lose the store without
   // destroying this Store (it died, its host or its link went down), the
@@ -89,6 +105,8 @@ std::unique_ptr<Store> prefix_store(std::unique_ptr<Store> store, std::string pr
 // A Store that forwards to `store`, which it shares (it outlives any one
 // communicator's bootstrap: elastic generations reuse one store).
 std::unique_ptr<Store> shared_store(std::shared_ptr<Store> store);
+
+// Etcd store (etcd_store.h): make_etcd_store().
 
 // File store: one file per key in `dir` (written atomically by rename).
 // `dir` is created if missing. It must be fresh for each job: keys left by an

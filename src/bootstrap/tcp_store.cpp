@@ -447,6 +447,12 @@ class PrefixStore final : public Store {
   bool set_will(const std::string& key, const std::string& value) override {
     return inner_->set_will(prefix_ + key, value);
   }
+  bool set_ephemeral(const std::string& key, const std::string& value) override {
+    return inner_->set_ephemeral(prefix_ + key, value);
+  }
+  void wait_change(const std::string& prefix, uint64_t* cursor, Deadline until) override {
+    inner_->wait_change(prefix_ + prefix, cursor, until);
+  }
   std::string describe() const override {
     return inner_->describe() + " (keys " + prefix_ + "*)";
   }
@@ -473,6 +479,12 @@ class SharedStore final : public Store {
   bool set_will(const std::string& key, const std::string& value) override {
     return inner_->set_will(key, value);
   }
+  bool set_ephemeral(const std::string& key, const std::string& value) override {
+    return inner_->set_ephemeral(key, value);
+  }
+  void wait_change(const std::string& prefix, uint64_t* cursor, Deadline until) override {
+    inner_->wait_change(prefix, cursor, until);
+  }
   std::string describe() const override { return inner_->describe(); }
 
  private:
@@ -482,12 +494,24 @@ class SharedStore final : public Store {
 
 bool Store::set_if_absent(const std::string& key, const std::string&) {
   raise(ErrorCode::InvalidArgument,
-        "{} cannot write key '{}' only if it is absent, which elastic membership needs; use a "
-        "file store (GRADWIRE_STORE_DIR, a directory every rank sees) or an in-process store",
+        "{} cannot write key '{}' only if it is absent, which elastic membership needs; use an "
+        "etcd store (GRADWIRE_ETCD_ENDPOINTS and GRADWIRE_ETCD_PREFIX), a file store "
+        "(GRADWIRE_STORE_DIR, a directory every rank sees) or an in-process store",
         describe(), key);
 }
 
 bool Store::set_will(const std::string&, const std::string&) { return false; }
+
+bool Store::set_ephemeral(const std::string&, const std::string&) { return false; }
+
+void Store::wait_change(const std::string&, uint64_t* cursor, Deadline until) {
+  if (*cursor == 0) {
+    *cursor = 1;
+    return;
+  }
+  std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds(10), until.remaining()));
+}
 
 std::unique_ptr<Store> shared_store(std::shared_ptr<Store> store) {
   return std::make_unique<SharedStore>(std::move(store));

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <random>
 #include <thread>
@@ -54,6 +55,7 @@
 #include "base/env_values.h"
 #include "base/raise.h"
 #include "base/logging.h"
+#include "bootstrap/etcd_store.h"
 #include "bootstrap/store.h"
 #include "elastic/membership.h"
 #include "runtime/job.h"
@@ -90,6 +92,68 @@ class ElasticGroupImpl {
 
   int comm_rank_in_last = INT_MAX;  // this process's rank in `generation`
   int size_in_last = 0;             // and that generation's size
+  // The ids of `generation`'s members, by rank (Note [etcd leases]: whose
+  // presence to look for after a failure).
+  std::vector<std::string> member_ids;
+  // The store has leases: "elastic/alive/<id>" says which processes live.
+  bool leases = false;
+  // Note [heartbeats between hosts]: the last recovery's expectation leaves
+  // out ranks only suspected lost.
+  bool suspected = false;
+  // The job's first size is left open (an etcd rendezvous without a size):
+  // generation 0 forms with min_size..max_size processes (CloseQuery::first).
+  bool open_size = false;
+
+  static std::string alive_key(const std::string& id) { return "elastic/alive/" + id; }
+
+  // With leases: does every member of `generation` (but those among
+  // `arrived`) hold no lease any more? Members that arrived count as here.
+  bool alive_arrived(const std::vector<Candidate>& arrived) {
+    for (const std::string& id : member_ids) {
+      const bool here = std::any_of(arrived.begin(), arrived.end(),
+                                    [&](const Candidate& c) { return c.id == id; });
+      if (!here && store->try_get(alive_key(id))) return false;
+    }
+    return true;
+  }
+
+  // With leases: is any member of the job's current generation alive? A
+  // job whose members all died (or ended without finish()) left its keys
+  // behind; a process that comes later must not wait for it.
+  void check_job_alive(Deadline* next_check) {
+    if (!leases || (next_check && Clock::now() < next_check->at())) return;
+    if (next_check) *next_check = Deadline::after(milliseconds(1000));
+    auto cur = store->try_get("elastic/current");
+    if (!cur) return;
+    const int64_t g = parse_generation(*cur);
+    std::vector<Candidate> slots;
+    read_slots(g, slots);
+    const auto closed = store->try_get(key(g, "closed"));
+    const size_t n = closed ? std::min(slots.size(), size_t(std::max(0, std::atoi(closed->c_str()))))
+                            : slots.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (slots[i].id == id || store->try_get(alive_key(slots[i].id))) return;
+    }
+    raise(ErrorCode::InvalidArgument,
+          "elastic: {} holds an elastic job that is no longer running: none of the {} member(s) "
+          "of its generation {} holds its lease (they died, or ended without "
+          "ElasticGroup::finish()). Its keys would be read as this job's; give this job a "
+          "prefix of its own (GRADWIRE_ETCD_PREFIX), or delete the old keys (etcdctl "
+          "--endpoints=... del --prefix <the prefix>)",
+          store->describe(), n, g);
+  }
+
+  int64_t parse_generation(const std::string& text) const {
+    int64_t g = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), g);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || g < 0) {
+      raise(ErrorCode::Protocol, "elastic: 'elastic/current' holds '{}' in {}, not a generation "
+            "number: the store holds another program's or another job's data (it must be the "
+            "job's own: a fresh GRADWIRE_STORE_DIR, or a GRADWIRE_ETCD_PREFIX of its own)",
+            text.substr(0, 32), store->describe());
+    }
+    return g;
+  }
 
   Candidate me() const {
     Candidate c;
@@ -124,6 +188,10 @@ class ElasticGroupImpl {
   int wait_closed(int64_t g, int slot, int expect, Deadline deadline) {
     std::vector<Candidate> slots;
     auto last_change = Clock::now();
+    uint64_t cursor = 0;  // Store::wait_change: watches where the store can
+    Deadline next_alive_check = Deadline::after(milliseconds(0));
+    Deadline next_job_check = Deadline::after(milliseconds(1000));
+    bool alive_arrived = false;
     for (;;) {
       if (auto closed = store->try_get(key(g, "closed"))) {
         const int n = std::atoi(closed->c_str());
@@ -153,17 +221,32 @@ class ElasticGroupImpl {
       q.previous_size = size_in_last;
       q.quiet = std::chrono::duration_cast<milliseconds>(Clock::now() - last_change);
       q.settle = eopts.settle;
+      q.max_size = eopts.max_size;
+      q.first = g == 0 && open_size;
+      q.suspected = suspected;
+      // Note [etcd leases]: after a failure, has everyone the cluster
+      // counts as alive arrived? Looked up at most 4 times a second.
+      if (leases && q.continuing && !member_ids.empty() && Clock::now() >= next_alive_check.at()) {
+        alive_arrived = alive_arrived_for(slots);
+        next_alive_check = Deadline::after(milliseconds(250));
+      }
+      q.alive_arrived = alive_arrived;
       if (elastic::may_close(q)) {
-        if (store->set_if_absent(key(g, "closed"), std::to_string(q.count))) {
+        const int n = elastic::closed_size(q);
+        if (store->set_if_absent(key(g, "closed"), std::to_string(n))) {
           log().info("elastic: closed generation {} at {} members (expected {}, quiet for {} "
-                     "ms)", g, q.count, expect, q.quiet.count());
+                     "ms{})", g, n, expect, q.quiet.count(),
+                     q.alive_arrived ? ", every member alive by its lease arrived" : "");
         }
         continue;
       }
       if (auto done = store->try_get("elastic/finished")) {
         raise(ErrorCode::Aborted, "elastic: the job finished (its last generation was {}) "
-              "before this process could join generation {}; nothing to do", *done, g);
+              "before this process could join generation {}; nothing to do (a new job needs a "
+              "store of its own: a fresh GRADWIRE_STORE_DIR, or a new GRADWIRE_ETCD_PREFIX)",
+              *done, g);
       }
+      if (!q.continuing) check_job_alive(&next_job_check);
       if (deadline.expired()) {
         raise(ErrorCode::Timeout,
               "elastic: generation {} did not form within {} ms: {} process(es) arrived (this "
@@ -172,7 +255,23 @@ class ElasticGroupImpl {
               g, eopts.join_timeout.count(), slots.size(), slot, expect, eopts.min_size,
               store->describe());
       }
-      std::this_thread::sleep_for(milliseconds(10));
+      // Wake on a change of the generation's keys (a slot claimed, the
+      // generation closed), or when it is time to look again otherwise.
+      auto until = std::min(deadline.at(), Clock::now() + milliseconds(500));
+      if (q.count >= q.min_size && q.quiet < q.settle) {
+        until = std::min(until, last_change + q.settle + milliseconds(1));
+      }
+      if (leases && q.continuing) until = std::min(until, next_alive_check.at());
+      store->wait_change(key(g, ""), &cursor, Deadline(until));
+    }
+  }
+
+  bool alive_arrived_for(const std::vector<Candidate>& slots) {
+    try {
+      return alive_arrived(slots);
+    } catch (const Error& e) {
+      log().debug("elastic: cannot read the members' leases: {}", e.what());
+      return false;
     }
   }
 
@@ -214,6 +313,8 @@ class ElasticGroupImpl {
         generation = g;
         comm_rank_in_last = rank;
         size_in_last = n;
+        member_ids.clear();
+        for (int s : plan.order) member_ids.push_back(slots[size_t(s)].id);
       } catch (const Error& e) {
         if (!membership_error(e.code())) throw;
         log().warn("elastic: generation {} failed while forming ({}); trying generation {}", g,
@@ -281,6 +382,29 @@ class ElasticGroupImpl {
   }
 };
 
+namespace {
+
+int size_from_env(const char* name, int fallback) {
+  const char* v = env::required_value(name);
+  if (!v) return fallback;
+  int n = 0;
+  const std::string_view t(v);
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+  if (ec != std::errc() || end != t.data() + t.size() || n < 1) {
+    raise(ErrorCode::InvalidArgument, "{}='{}' is not a whole number >= 1 (a world size of the "
+          "elastic job)", name, v);
+  }
+  return n;
+}
+
+// "gradwire elastic 1 min 2 max 4": what every process of a job must agree
+// on, written once in the store (Note [elastic generations]).
+std::string job_marker(const ElasticOptions& e) {
+  return fmt::format("gradwire elastic 1 min {} max {}", e.min_size, e.max_size);
+}
+
+}  // namespace
+
 std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
                                                  const Rendezvous& rendezvous,
                                                  const ElasticOptions& elastic) {
@@ -292,29 +416,46 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
   if (const char* v = env::required_value("GRADWIRE_ELASTIC_SETTLE_S")) {
     impl->eopts.settle = env::parse_seconds("GRADWIRE_ELASTIC_SETTLE_S", v, true);
   }
+  impl->eopts.min_size = size_from_env("GRADWIRE_ELASTIC_MIN_SIZE", impl->eopts.min_size);
+  impl->eopts.max_size = size_from_env("GRADWIRE_ELASTIC_MAX_SIZE", impl->eopts.max_size);
   if (impl->eopts.min_size < 1) {
     raise(ErrorCode::InvalidArgument, "ElasticOptions::min_size={} (expected >= 1)",
           impl->eopts.min_size);
   }
-  if (rendezvous.size < 1 || rendezvous.rank < 0 || rendezvous.rank >= rendezvous.size) {
+  if (impl->eopts.max_size < 0 ||
+      (impl->eopts.max_size > 0 && impl->eopts.max_size < impl->eopts.min_size)) {
+    raise(ErrorCode::InvalidArgument, "ElasticOptions::max_size={} (GRADWIRE_ELASTIC_MAX_SIZE) is "
+          "below min_size={} (GRADWIRE_ELASTIC_MIN_SIZE) (expected 0 for no limit, or >= "
+          "min_size)", impl->eopts.max_size, impl->eopts.min_size);
+  }
+  using Kind = Rendezvous::Kind;
+  // An etcd job may leave the first generation's size open (size 0): it
+  // then starts with min_size..max_size processes, ranks by arrival.
+  const bool open_size = rendezvous.kind == Kind::Etcd && rendezvous.size == 0;
+  if (!open_size &&
+      (rendezvous.size < 1 || rendezvous.rank < 0 || rendezvous.rank >= rendezvous.size)) {
     raise(ErrorCode::InvalidArgument, "elastic join: rank {} of size {} (expected size >= 1 and "
           "0 <= rank < size: the first generation's size and this process's preferred rank)",
           rendezvous.rank, rendezvous.size);
   }
-  using Kind = Rendezvous::Kind;
   impl->rendezvous = rendezvous;
-  if (rendezvous.kind == Kind::FileStore) {
+  impl->open_size = open_size;
+  if (rendezvous.kind == Kind::Etcd) {
+    impl->store = bootstrap::make_etcd_job_store(rendezvous, impl->options.timeout,
+                                                 /*ephemeral_writes=*/false);
+  } else if (rendezvous.kind == Kind::FileStore) {
     impl->store = bootstrap::make_file_store(rendezvous.dir);
   } else if (rendezvous.kind == Kind::InProcess && rendezvous.store) {
     impl->store = bootstrap::share_in_process_store(rendezvous.store);
   } else {
     raise(ErrorCode::InvalidArgument,
-          "elastic membership needs a store that outlives every member: a file store "
-          "(Rendezvous::file, or GRADWIRE_STORE_DIR with RANK and WORLD_SIZE) or an in-process "
-          "store; a TCP store is served by rank 0 and is lost with it, and mpirun cannot "
-          "replace a rank");
+          "elastic membership needs a store that outlives every member: etcd across hosts "
+          "(Rendezvous::etcd, or GRADWIRE_ETCD_ENDPOINTS with GRADWIRE_ETCD_PREFIX), a file "
+          "store on one host or a shared file system (Rendezvous::file, or GRADWIRE_STORE_DIR "
+          "with RANK and WORLD_SIZE) or an in-process store; a TCP store is served by rank 0 "
+          "and is lost with it, and mpirun cannot replace a rank");
   }
-  if (!rendezvous.key_prefix.empty()) {
+  if (!rendezvous.key_prefix.empty() && rendezvous.kind != Kind::Etcd) {
     impl->store = bootstrap::prefix_store(bootstrap::shared_store(impl->store),
                                           rendezvous.key_prefix);
   }
@@ -322,13 +463,41 @@ std::unique_ptr<ElasticGroup> ElasticGroup::join(const Options& options,
   ::gethostname(host, sizeof(host) - 1);
   impl->id = fmt::format("{}/{}/{:08x}", host, ::getpid(), std::random_device{}());
   impl->first_hint = rendezvous.rank;
-  // The first generation forms at the launcher's size; a process that comes
-  // after it is a joiner and waits for the members' next commit.
+  // Every process of the job must agree on its sizes; a store that holds
+  // something else under this name is another program's.
+  const std::string marker = job_marker(impl->eopts);
+  if (!impl->store->set_if_absent("elastic/job", marker)) {
+    const std::string theirs = impl->store->try_get("elastic/job").value_or("");
+    if (!theirs.starts_with("gradwire elastic 1 ")) {
+      raise(ErrorCode::Protocol, "elastic: {} holds '{}' under elastic/job, not a gradwire "
+            "elastic job: the store belongs to another program or job; give this job its own "
+            "(a fresh GRADWIRE_STORE_DIR, or a GRADWIRE_ETCD_PREFIX of its own)",
+            impl->store->describe(), theirs.substr(0, 64));
+    }
+    if (theirs != marker) {
+      raise(ErrorCode::InvalidArgument, "elastic: this process asks for '{}' but the job in {} "
+            "was started with '{}': every process of a job needs the same "
+            "GRADWIRE_ELASTIC_MIN_SIZE and GRADWIRE_ELASTIC_MAX_SIZE (ElasticOptions::min_size, "
+            "max_size), or this is another job's store", marker, impl->store->describe(), theirs);
+    }
+  }
+  // Note [etcd leases]: this process's presence, for as long as it lives.
+  impl->leases = impl->store->set_ephemeral(ElasticGroupImpl::alive_key(impl->id), host);
+  // The first generation forms at the launcher's size (or, size left open,
+  // with min_size..max_size processes); a process that comes after it is a
+  // joiner and waits for the members' next commit.
   int64_t g = 0;
-  int expect = rendezvous.size;
+  int expect = open_size ? impl->eopts.max_size : rendezvous.size;
+  if (impl->eopts.max_size > 0) expect = std::min(expect, impl->eopts.max_size);
   if (auto cur = impl->store->try_get("elastic/current")) {
-    g = std::atoll(cur->c_str()) + 1;
+    g = impl->parse_generation(*cur) + 1;
     expect = 0;
+    if (auto done = impl->store->try_get("elastic/finished")) {
+      raise(ErrorCode::Aborted, "elastic: the job finished (its last generation was {}) before "
+            "this process could join; nothing to do (a new job needs a store of its own: a fresh "
+            "GRADWIRE_STORE_DIR, or a new GRADWIRE_ETCD_PREFIX)", *done);
+    }
+    impl->check_job_alive(nullptr);
   } else if (impl->store->try_get(ElasticGroupImpl::key(0, "closed"))) {
     g = 1;
     expect = 0;
@@ -357,10 +526,13 @@ bool ElasticGroup::commit(uint64_t step, std::string shared, std::string local) 
     d.read_slots(d.generation + 1, slots);
     waiting = int64_t(slots.size());
   }
+  // ElasticOptions::max_size: joiners beyond it stay waiting (spares: they
+  // come in when a member is lost).
+  if (d.eopts.max_size > 0) waiting = std::min<int64_t>(waiting, d.eopts.max_size - d.comm->size());
   if (d.comm->size() > 1) {
     d.comm->broadcast(&waiting, &waiting, 1, DataType::Int64, 0).wait();
   }
-  if (waiting == 0) return false;
+  if (waiting <= 0) return false;
   log().info("elastic: {} process(es) wait to join at step {}: moving to generation {}", waiting,
              step, d.generation + 1);
   const int expect = d.comm->size() + int(waiting);
@@ -395,6 +567,12 @@ const ElasticState& ElasticGroup::recover(std::exception_ptr error) {
   // Note [a dead peer on this host]: members this process saw exit will not
   // come; the rest are waited for (up to ElasticOptions::settle).
   auto exited = job::exited_ranks();
+  // Note [heartbeats between hosts]: ranks of a silent host are expected
+  // no more either, but only suspected: closing without them needs the
+  // majority (membership.h, CloseQuery::suspected).
+  const auto suspected = job::suspected_ranks();
+  d.suspected = !suspected.empty();
+  exited.insert(exited.end(), suspected.begin(), suspected.end());
   std::sort(exited.begin(), exited.end());
   exited.erase(std::unique(exited.begin(), exited.end()), exited.end());
   const int expect = std::max(1, previous_size - int(exited.size()));
@@ -407,6 +585,7 @@ const ElasticState& ElasticGroup::recover(std::exception_ptr error) {
   job::reset_for_new_world();
   ++d.recoveries;
   d.form(d.generation + 1, expect);
+  d.suspected = false;
   if (d.comm->size() < d.eopts.min_size) {
     raise(ErrorCode::PeerLost, "elastic: only {} members are left (ElasticOptions::min_size={})",
           d.comm->size(), d.eopts.min_size);

@@ -113,9 +113,16 @@ Plan plan_generation(const std::vector<Candidate>& slots) {
 
 bool may_close(const CloseQuery& q) {
   if (q.count < 1) return false;
-  if (q.expect > 0 && q.count >= q.expect) return true;
-  return q.continuing && q.count >= q.min_size && q.quiet >= q.settle &&
-         2 * q.peers > q.previous_size;
+  const bool majority = 2 * q.peers > q.previous_size;
+  if (q.expect > 0 && q.count >= q.expect && (!q.suspected || majority)) return true;
+  if (q.max_size > 0 && q.count >= q.max_size) return true;
+  if (q.first) return q.count >= q.min_size && q.quiet >= q.settle;
+  if (!q.continuing || q.count < q.min_size) return false;
+  return q.alive_arrived || (q.quiet >= q.settle && majority);
+}
+
+int closed_size(const CloseQuery& q) {
+  return q.max_size > 0 ? std::min(q.count, q.max_size) : q.count;
 }
 
 }  // namespace gradwire::elastic

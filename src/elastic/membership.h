@@ -61,16 +61,37 @@ Plan plan_generation(const std::vector<Candidate>& slots);
 // of its own and train apart: it waits, and joins them as a newcomer.
 // Joiners (expect 0, not continuing) never close, so a generation always
 // has a member that can hand on the state, unless it is the first.
+// `suspected`: `expect` leaves out ranks only suspected lost (silent
+// heartbeats, Note [heartbeats between hosts]), not seen to exit: a
+// silent host may be alive behind a broken link, so closing at `expect`
+// then also needs the majority, as closing after `settle` does.
+// With a store that has leases (etcd, Note [etcd leases]), `alive_arrived`
+// says that every member of the failed generation that still holds its
+// lease has arrived: everyone the cluster counts as alive is here, so a
+// continuing participant may close without the majority (etcd's quorum is
+// the arbiter: a member cut off from the others but not from etcd keeps
+// its lease and is waited for).
+// `max_size` > 0 (ElasticOptions::max_size): a generation closes at once
+// at that many, and never takes more (closed_size()).
+// `first`: the job's first generation without an expected size (an
+// elastic job over etcd, launched with a range of sizes): any participant
+// may close it once `min_size` arrived and none more came for `settle`.
 struct CloseQuery {
   int count = 0;
   int expect = 0;
   int min_size = 1;
+  int max_size = 0;
+  bool first = false;
   bool continuing = false;
+  bool alive_arrived = false;
+  bool suspected = false;
   int peers = 0;
   int previous_size = 0;
   std::chrono::milliseconds quiet{0};
   std::chrono::milliseconds settle{0};
 };
 bool may_close(const CloseQuery& q);
+// The size a generation closes at: `count`, at most max_size.
+int closed_size(const CloseQuery& q);
 
 }  // namespace gradwire::elastic

@@ -37,6 +37,7 @@ struct State {
   std::vector<std::string> others;        // indexed by rank
   std::atomic<int> world_size{0};
   std::vector<int> exited;  // Note [a dead peer on this host]: world ranks seen gone
+  std::vector<int> suspected;  // Note [heartbeats between hosts]: silent world ranks
   std::optional<LostRank> lost;  // Note [a lost rank on another host]
 };
 State& state() {
@@ -85,6 +86,7 @@ void reset_for_new_world() {
   s.published_status.clear();
   s.others.clear();
   s.exited.clear();
+  s.suspected.clear();
   s.lost.reset();
   s.failed.store(false, std::memory_order_release);
 }
@@ -214,6 +216,24 @@ void peer_exited(int my_world_rank, int exited_rank, const std::string& reason) 
   }
   log().error("{}", reason);
   fail_locally(my_world_rank, reason, ErrorCode::PeerLost);
+}
+
+void peers_suspected(int my_world_rank, const std::vector<int>& ranks, const std::string& reason) {
+  {
+    auto& s = state();
+    std::lock_guard<std::mutex> lk(s.mu);
+    for (int r : ranks) {
+      if (r >= 0) s.suspected.push_back(r);
+    }
+  }
+  log().error("{}", reason);
+  fail_locally(my_world_rank, reason, ErrorCode::PeerLost);
+}
+
+std::vector<int> suspected_ranks() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.suspected;
 }
 
 std::vector<int> exited_ranks() {

@@ -65,7 +65,12 @@ bool pending();
 // `exited_rank` (a world rank; -1 if not known as one) is remembered for
 // exited_ranks() until reset_for_new_world().
 void peer_exited(int my_world_rank, int exited_rank, const std::string& reason);
+// Several world ranks at once, only suspected lost (Note [heartbeats
+// between hosts]: every rank of a host that went silent, which may be alive
+// behind a broken link); suspected_ranks() until reset_for_new_world().
+void peers_suspected(int my_world_rank, const std::vector<int>& ranks, const std::string& reason);
 std::vector<int> exited_ranks();
+std::vector<int> suspected_ranks();
 // Forgets this process's failure and any other rank's seen so far, so
 // that a new world can run collectives (Note [elastic generations] in
 // src/elastic/group.cpp). Call only once every communicator of the failed

@@ -19,6 +19,8 @@
 #include "diag/flight_recorder.h"
 #include "base/logging.h"
 #include "diag/reach.h"
+#include "base/env_values.h"
+#include "runtime/heartbeat.h"
 
 namespace gradwire {
 
@@ -154,6 +156,34 @@ bool process_alive(int pid) {
   return close[2] != 'Z' && close[2] != 'X';
 }
 
+// Note [heartbeats between hosts]: GRADWIRE_HOST_LOST_S, 0 for off.
+std::chrono::milliseconds host_lost_timeout() {
+  const char* v = env::required_value("GRADWIRE_HOST_LOST_S");
+  if (!v) return kDefaultHostLost;
+  const auto t = env::parse_seconds("GRADWIRE_HOST_LOST_S", v, /*zero_allowed=*/true);
+  if (t.count() != 0 && t < std::chrono::milliseconds(200)) {
+    raise(ErrorCode::InvalidArgument, "GRADWIRE_HOST_LOST_S='{}' is below 0.2 s: heartbeats go "
+          "out every tenth of it, and a scheduling hiccup would report live ranks lost (0 turns "
+          "them off)", v);
+  }
+  return t;
+}
+
+constexpr const char* kHeartbeatKey = "gradwire/heartbeat/";
+
+// "ranks 2, 3 (pids 41 and 42 on host node-b)", for a PeerLost message.
+std::string describe_silent(const std::vector<std::pair<int, Heartbeats::Peer>>& silent,
+                            const std::string& comm_name) {
+  std::string ranks, where;
+  for (size_t i = 0; i < silent.size(); ++i) {
+    ranks += fmt::format("{}{}", i ? ", " : "", silent[i].first);
+    where += fmt::format("{}pid {} on host {}", i ? ", " : "", silent[i].second.pid,
+                         silent[i].second.host);
+  }
+  return fmt::format("{} {}{} ({})", silent.size() == 1 ? "rank" : "ranks", ranks,
+                     comm_name == "world" ? "" : " of the world", where);
+}
+
 }  // namespace
 
 std::string Watchdog::reach_report(Shared& sh, std::string_view label, uint32_t seq) {
@@ -170,6 +200,60 @@ std::string Watchdog::reach_report(Shared& sh, std::string_view label, uint32_t 
   return unknown_reach(fmt::format("the store did not answer within {:.1f} s",
                                    reach::kReachWait.count() / 1000.0));
 }
+
+namespace {
+
+// Note [heartbeats between hosts]: the world's heartbeats, if any of its
+// ranks is on another machine (`pids`: members' local pids, 0 for those),
+// with this rank's address published in `store`. Null when off or
+// impossible (logged).
+std::unique_ptr<Heartbeats> start_heartbeats(CommunicatorImpl& comm, const std::vector<int>& pids,
+                                             bootstrap::Store& store,
+                                             const std::shared_ptr<Watchdog::Shared>& sh) {
+  std::vector<bool> watched(pids.size(), false);
+  bool any = false;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    watched[r] = int(r) != comm.rank && pids[r] == 0;
+    any = any || watched[r];
+  }
+  const auto timeout = host_lost_timeout();
+  if (!any || timeout.count() == 0) return nullptr;
+  const std::string ip =
+      Heartbeats::local_ip(comm.transport ? comm.transport->address() : std::string(), comm.iface);
+  if (ip.empty()) {
+    log().info("rank {}: no heartbeats between hosts (this rank's endpoint has no IP address: "
+               "set GRADWIRE_OFI_IFACE); a lost host is found by the store's will or the "
+               "deadline", comm.rank);
+    return nullptr;
+  }
+  std::unique_ptr<Heartbeats> hb;
+  try {
+    hb = std::make_unique<Heartbeats>(comm.rank, std::move(watched), timeout, ip);
+  } catch (const Error& e) {
+    log().warn("rank {}: no heartbeats between hosts: {}", comm.rank, e.what());
+    return nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lk(sh->mu);
+    if (sh->stop) return hb;
+    sh->in_store = true;
+  }
+  try {
+    store.set(kHeartbeatKey + std::to_string(comm.rank), Heartbeats::encode(hb->self()));
+  } catch (const Error& e) {
+    log().warn("rank {}: could not publish this rank's heartbeat address: {}", comm.rank, e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lk(sh->mu);
+    sh->in_store = false;
+  }
+  sh->cv.notify_all();
+  log().debug("rank {}: heartbeats on {}:{} (lost after {} ms of silence)", comm.rank, ip,
+              hb->self().port, timeout.count());
+  return hb;
+}
+
+}  // namespace
 
 void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstrap::Store* store) {
   using namespace std::chrono;
@@ -189,6 +273,10 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   std::optional<std::string> dead_host;
   steady_clock::time_point dead_seen{};
   bool dead_reported = false;
+  // Note [heartbeats between hosts]: the world's, once its members are known.
+  std::unique_ptr<Heartbeats> heartbeats;
+  bool heartbeats_decided = false;
+  std::vector<std::pair<int, Heartbeats::Peer>> dead_silent;
   if (store && name == "world") {
     {
       std::lock_guard<std::mutex> lk(sh->mu);
@@ -292,6 +380,13 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
                 }
               }
             }
+            if (dead_rank < 0 && heartbeats) {
+              if (auto silent = heartbeats->silent(); !silent.empty()) {
+                dead_silent = std::move(silent);
+                dead_rank = dead_silent.front().first;
+                dead_seen = now;
+              }
+            }
           } else if (now - dead_seen >= kDeadPeerGrace) {
             dead_reported = true;
             report_dead = std::move(running_label);
@@ -332,7 +427,17 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
       sh->cv.notify_all();
       if (job::failed_flag().load(std::memory_order_acquire)) report_dead.clear();
     }
-    if (!report_dead.empty() && dead_host) {
+    if (!report_dead.empty() && !dead_silent.empty()) {
+      std::vector<int> ranks;
+      for (const auto& [r, peer] : dead_silent) ranks.push_back(r);
+      job::peers_suspected(comm->world_rank, ranks,
+                        fmt::format("{}: {} stopped answering heartbeats for {:.1f} s while this "
+                                    "collective waited; likely cause: their host went down or "
+                                    "lost its network, or they were killed (GRADWIRE_HOST_LOST_S "
+                                    "sets how long a silence counts as lost)",
+                                    report_dead, describe_silent(dead_silent, name),
+                                    heartbeats->timeout().count() / 1000.0));
+    } else if (!report_dead.empty() && dead_host) {
       const std::string who =
           name == "world" ? fmt::format("rank {}", dead_rank)
                           : fmt::format("rank {} of {} (world rank {})", dead_rank, name,
@@ -351,6 +456,41 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
                                    "killed (SIGKILL, the OOM killer) or crashed",
                                    report_dead, dead_rank, name == "world" ? "" : " of " + name,
                                    dead_pid, dead_rank));
+    }
+    if (store && name == "world" && !heartbeats_decided) {
+      std::vector<int> pids;
+      {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        pids = comm->members_locked().local_pids;
+      }
+      if (int(pids.size()) == size) {
+        heartbeats_decided = true;
+        heartbeats = start_heartbeats(*comm, pids, *store, sh);
+        if (sh->stop) return;
+      }
+    }
+    if (heartbeats && store) {
+      if (const auto unknown = heartbeats->unknown(); !unknown.empty()) {
+        {
+          std::lock_guard<std::mutex> lk(sh->mu);
+          if (sh->stop) return;
+          sh->in_store = true;
+        }
+        try {
+          for (int r : unknown) {
+            if (auto v = store->try_get(kHeartbeatKey + std::to_string(r))) {
+              if (auto peer = Heartbeats::decode(*v)) heartbeats->set_peer(r, *peer);
+            }
+          }
+        } catch (const Error& e) {
+          log().debug("rank {}: heartbeats: cannot read the peers' addresses: {}", rank, e.what());
+        }
+        {
+          std::lock_guard<std::mutex> lk(sh->mu);
+          sh->in_store = false;
+        }
+        sh->cv.notify_all();
+      }
     }
     if (ask) {
       std::string answer;

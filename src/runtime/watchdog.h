@@ -53,7 +53,12 @@
 //     hundred milliseconds and knows whom it lost. The grace covers a peer
 //     that finished its part of the collective and exited normally while
 //     this rank completes it. Only local peers: across machines the
-//     transport (PeerLost) or the deadline still tells.
+//     transport (PeerLost) or the deadline still tells, and:
+//  7. Note [heartbeats between hosts] (runtime/heartbeat.h): the world's
+//     watchdog with a store exchanges UDP heartbeats with the ranks on other
+//     machines; one silent for GRADWIRE_HOST_LOST_S (1 s) while a collective
+//     waits fails it, after kDeadPeerGrace, with PeerLost naming every
+//     silent rank and its host, within about 1.5 s of the loss.
 // Under mpirun there is no store: ranks blocked in the failed collective
 // reach its deadline on their own; a rank elsewhere learns at its next
 // collective. The store is only touched by this thread, never by the engine,
@@ -88,6 +93,9 @@ inline constexpr std::chrono::milliseconds kInterruptGrace{1000};
 // Note [a dead peer on this host]: how long a peer must be seen gone, with
 // the collective still running, before it fails.
 inline constexpr std::chrono::milliseconds kDeadPeerGrace{300};
+// Note [heartbeats between hosts] (runtime/heartbeat.h): a rank on another
+// host silent this long is lost (GRADWIRE_HOST_LOST_S).
+inline constexpr std::chrono::milliseconds kDefaultHostLost{1000};
 
 
 class Watchdog {

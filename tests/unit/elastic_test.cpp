@@ -184,6 +184,8 @@ TEST(ElasticGroup, RefusesAStoreThatDiesWithRankZero) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("outlives every member"), std::string::npos) << e.what();
+    // ... and names the way across hosts: etcd.
+    EXPECT_NE(std::string(e.what()).find("GRADWIRE_ETCD_ENDPOINTS"), std::string::npos) << e.what();
   }
 }
 

@@ -66,6 +66,13 @@ class ElasticDDP:
         if commit_every < 1:
             raise ValueError(f"commit_every={commit_every} (expected >= 1)")
         if "GRADWIRE_STORE_DIR" not in os.environ:
+            if "GRADWIRE_ETCD_ENDPOINTS" in os.environ:
+                # torch's process group of each generation is made over a
+                # FileStore in that directory; over etcd there is none yet.
+                raise ValueError("ElasticDDP: elastic jobs over etcd (GRADWIRE_ETCD_ENDPOINTS) "
+                                 "are supported from C++ only so far (gradwire/elastic.h, "
+                                 "gradwire::torch::ElasticDistributedDataParallel); from Python "
+                                 "use GRADWIRE_STORE_DIR, a directory every rank sees")
             raise ValueError("ElasticDDP: GRADWIRE_STORE_DIR is not set (the elastic store)")
         self.group = group
         self.model = model
