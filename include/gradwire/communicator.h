@@ -14,6 +14,7 @@
 #include "gradwire/options.h"
 #include "gradwire/rendezvous.h"
 #include "gradwire/shared_buffer.h"
+#include "gradwire/straggler.h"
 #include "gradwire/types.h"
 #include "gradwire/work.h"
 
@@ -184,6 +185,19 @@ class GRADWIRE_API Communicator {
   // another rank's reported failure reached it) or abort() was called:
   // every later call fails with Aborted.
   bool aborted() const;
+
+  // Stragglers (README "Reading a straggler report"): `callback` is called
+  // on every rank when a rank of this communicator becomes named as one
+  // (it kept the others waiting Options::diagnostics.straggler_threshold of
+  // the last straggler_window) and again when it no longer is; see
+  // StragglerReport for what it gets and where it runs. Replaces an earlier
+  // callback; an empty one removes it. Only communicators with a store
+  // detect stragglers (a world launched by torchrun, Slurm, a file or an
+  // in-process store; not mpirun, not split()), and only with the flight
+  // recorder on.
+  void on_straggler(StragglerCallback callback);
+  // The ranks named now (empty: none, or no detection here).
+  std::vector<StragglerReport> stragglers() const;
 
  private:
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);

@@ -100,6 +100,18 @@ struct GRADWIRE_API Options {
     // directory ("" = off; GRADWIRE_TRACE_DIR). For diagnosis runs: each
     // event is appended under a lock.
     std::string trace_dir;
+    // Stragglers (README "Reading a straggler report"): a rank that kept
+    // the other ranks waiting for at least `straggler_threshold` of the last
+    // `straggler_window` of training (and in at least three of its one-second
+    // rounds) is named in a log line, the timeline and the
+    // Communicator::on_straggler callback. Measured from the flight
+    // recorder's times without synchronised clocks; costs the watchdog's
+    // store round one get and at most one set a second per rank (rank 0:
+    // one get per rank). A window of 0 turns it off
+    // (GRADWIRE_STRAGGLER_WINDOW_S, 0 or at least 3 s;
+    // GRADWIRE_STRAGGLER_THRESHOLD, a fraction in (0, 1]).
+    std::chrono::milliseconds straggler_window{std::chrono::seconds(10)};
+    double straggler_threshold = 0.25;
   } diagnostics;
 
   // Returns *this with GRADWIRE_* overrides applied. Throws InvalidArgument

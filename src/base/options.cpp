@@ -41,6 +41,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_ETCD_ENDPOINTS",      "GRADWIRE_ETCD_PREFIX", "GRADWIRE_ETCD_TTL_S",  // bootstrap
     "GRADWIRE_ELASTIC_MIN_SIZE",    "GRADWIRE_ELASTIC_MAX_SIZE",  // elastic/group.cpp
     "GRADWIRE_HOST_LOST_S",         // runtime/watchdog.cpp (Note [heartbeats between hosts])
+    "GRADWIRE_STRAGGLER_WINDOW_S",  "GRADWIRE_STRAGGLER_THRESHOLD",
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -71,7 +72,7 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
     "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S",      "GRADWIRE_ASYMMETRIC_FENCES",
     "GRADWIRE_ETCD_TTL_S",    "GRADWIRE_ELASTIC_MIN_SIZE",     "GRADWIRE_ELASTIC_MAX_SIZE",
-    "GRADWIRE_HOST_LOST_S"};
+    "GRADWIRE_HOST_LOST_S",   "GRADWIRE_STRAGGLER_WINDOW_S",   "GRADWIRE_STRAGGLER_THRESHOLD"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -201,6 +202,21 @@ Options Options::with_env_overrides() const {
     else if (s == "OFF" || s == "INFO") o.diagnostics.debug_detail = false;
     else raise(ErrorCode::InvalidArgument, "GRADWIRE_DEBUG='{}' must be OFF, INFO or DETAIL", v);
   }
+  if (const char* v = value_of("GRADWIRE_STRAGGLER_WINDOW_S")) {
+    o.diagnostics.straggler_window =
+        env::parse_seconds("GRADWIRE_STRAGGLER_WINDOW_S", v, /*zero_allowed=*/true);
+  }
+  if (const char* v = value_of("GRADWIRE_STRAGGLER_THRESHOLD")) {
+    errno = 0;
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !std::isfinite(x) || !(x > 0) || x > 1) {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_STRAGGLER_THRESHOLD='{}' is not a fraction in (0, 1] (of the window the "
+            "other ranks spent waiting for a rank, e.g. 0.25)", v);
+    }
+    o.diagnostics.straggler_threshold = x;
+  }
   if (const char* v = value_of("GRADWIRE_ASYNC_ERROR_HANDLING")) {
     std::string_view s(v);
     if (s == "abort") o.diagnostics.abort_process_on_error = true;
@@ -253,6 +269,19 @@ void Options::validate() const {
           "Options::diagnostics.log_level / GRADWIRE_LOG_LEVEL = '{}' is not one of trace, debug, info, warn, "
           "error, critical, off",
           log_level);
+  }
+  const auto window = diagnostics.straggler_window;
+  if (window.count() < 0 || (window.count() > 0 && window < std::chrono::seconds(3))) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::diagnostics.straggler_window / GRADWIRE_STRAGGLER_WINDOW_S = {:.3f} s must be "
+          "0 (off) or at least 3 s: a rank is named only after three one-second rounds",
+          std::chrono::duration<double>(window).count());
+  }
+  const double threshold = diagnostics.straggler_threshold;
+  if (!std::isfinite(threshold) || !(threshold > 0) || threshold > 1) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::diagnostics.straggler_threshold / GRADWIRE_STRAGGLER_THRESHOLD = {} is not a "
+          "fraction in (0, 1]", threshold);
   }
   for (char c : provider) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '_' || c == '-')) {

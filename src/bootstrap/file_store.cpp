@@ -84,6 +84,7 @@ class FileStore final : public Store {
   explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
 
   void set(const std::string& key, const std::string& value) override {
+    count_store_request();
     check_key(key);
     std::string final_path = path_for(key);
     std::string tmp = write_temporary(key, value);
@@ -94,6 +95,7 @@ class FileStore final : public Store {
   // link(2), unlike rename(2), fails with EEXIST when the name is taken, so
   // a complete value appears under the key atomically, and only once.
   bool set_if_absent(const std::string& key, const std::string& value) override {
+    count_store_request();
     check_key(key);
     std::string final_path = path_for(key);
     std::string tmp = write_temporary(key, value);
@@ -139,6 +141,7 @@ class FileStore final : public Store {
  public:
   std::string get(const std::string& key, Deadline deadline,
                   const std::string& waiting_for) override {
+    count_store_request();
     check_key(key);
     auto t0 = Clock::now();
     std::string path = path_for(key);
@@ -160,6 +163,7 @@ class FileStore final : public Store {
   }
 
   std::optional<std::string> try_get(const std::string& key) override {
+    count_store_request();
     check_key(key);
     return read_file(path_for(key));
   }

@@ -34,6 +34,7 @@ class SharedStore final : public Store {
   explicit SharedStore(std::shared_ptr<InProcessStore> s) : s_(std::move(s)) {}
 
   void set(const std::string& key, const std::string& value) override {
+    count_store_request();
     {
       std::lock_guard<std::mutex> lk(s_->mu);
       s_->values[key] = value;
@@ -43,6 +44,7 @@ class SharedStore final : public Store {
 
   std::string get(const std::string& key, Deadline deadline,
                   const std::string& waiting_for) override {
+    count_store_request();
     const auto t0 = Clock::now();
     std::unique_lock<std::mutex> lk(s_->mu);
     if (!s_->changed.wait_until(lk, deadline.at(), [&] { return s_->values.count(key) > 0; })) {
@@ -56,6 +58,7 @@ class SharedStore final : public Store {
   }
 
   std::optional<std::string> try_get(const std::string& key) override {
+    count_store_request();
     std::lock_guard<std::mutex> lk(s_->mu);
     auto it = s_->values.find(key);
     if (it == s_->values.end()) return std::nullopt;
@@ -63,6 +66,7 @@ class SharedStore final : public Store {
   }
 
   bool set_if_absent(const std::string& key, const std::string& value) override {
+    count_store_request();
     {
       std::lock_guard<std::mutex> lk(s_->mu);
       if (!s_->values.emplace(key, value).second) return false;

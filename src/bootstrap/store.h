@@ -116,6 +116,14 @@ std::unique_ptr<Store> make_file_store(const std::string& dir);
 // threads of one process. Deadlines and Timeout messages as the others.
 std::unique_ptr<Store> share_in_process_store(std::shared_ptr<InProcessStore> store);
 
+// Store requests this thread has made (set, get, try_get, set_if_absent,
+// set_will of the TCP, file and in-process stores): how a test counts a
+// rank's start-up traffic (ranks as threads, Note [an allgather in two
+// store requests] in store_bootstrap.cpp). count_store_request() is what
+// each request calls.
+uint64_t store_requests_on_this_thread();
+void count_store_request();
+
 // A Bootstrap over any store: allgather round n writes "ag/<n>/<rank>" and
 // reads every other rank's key.
 std::unique_ptr<Bootstrap> make_store_bootstrap(std::unique_ptr<Store> store, int rank, int size,

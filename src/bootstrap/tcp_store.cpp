@@ -331,6 +331,7 @@ class TcpStore final : public Store {
   std::pair<uint8_t, std::string> request(uint8_t cmd, const std::string& key,
                                           const std::string& value, Deadline deadline,
                                           const std::string& waiting_for) {
+    count_store_request();
     UniqueFd fd = acquire(deadline);
     auto answer = exchange(fd, cmd, key, value, deadline, waiting_for);
     release(std::move(fd));

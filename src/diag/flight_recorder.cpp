@@ -20,10 +20,6 @@
 
 namespace gradwire::fr {
 
-namespace {
-
-constexpr std::string_view kStates[] = {"queued", "started", "completed", "failed"};
-
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
@@ -41,6 +37,10 @@ std::string json_escape(std::string_view s) {
   }
   return out;
 }
+
+namespace {
+
+constexpr std::string_view kStates[] = {"queued", "started", "completed", "failed"};
 
 std::string hostname() {
   char buf[256] = {};
@@ -135,6 +135,18 @@ uint64_t Recorder::queued(IdBlock& ids, uint16_t comm, uint32_t seq, const Colle
   return record(ids.next++, comm, seq, info, now);
 }
 
+void Recorder::completed(uint16_t comm, int64_t after, std::vector<Done>& out) const {
+  if (capacity_ == 0) return;
+  constexpr auto r = std::memory_order_relaxed;
+  for (size_t i = 0; i < capacity_; ++i) {
+    const Slot& s = slots_[i];
+    const uint64_t id = s.id.load(std::memory_order_acquire);
+    if (id == 0 || s.comm.load(r) != comm || s.state.load(r) != uint8_t(State::Completed)) continue;
+    const Done d{s.seq.load(r), s.op.load(r), s.started_us.load(r), s.done_us.load(r)};
+    if (int64_t(d.seq) <= after || s.id.load(std::memory_order_acquire) != id) continue;
+    out.push_back(d);
+  }
+}
 
 void Recorder::set_error(uint16_t comm, uint32_t seq, const std::string& message) {
   std::lock_guard<std::mutex> lk(mu_);

@@ -30,6 +30,9 @@ enum class State : uint8_t { Queued, Started, Completed, Failed };
 std::string_view to_string(State s);
 State parse_state(std::string_view s);
 
+// `s` as the inside of a JSON string.
+std::string json_escape(std::string_view s);
+
 // Microseconds since the Unix epoch (comparable between ranks of one host),
 // to a scheduler tick (Note [coarse clock]).
 int64_t now_us();
@@ -98,6 +101,17 @@ class Recorder {
                     std::memory_order_relaxed);
     s.state.store(uint8_t(ok ? State::Completed : State::Failed), std::memory_order_relaxed);
   }
+  // Note [straggler detection] in diag/straggler.h: the completed records
+  // of communicator `comm` with a sequence number above `after`, as far as
+  // the ring still holds them, in no particular order. Reads the ring as
+  // the dump does (a slot rewritten while read is skipped); for the
+  // watchdog thread, a few microseconds for the default 2048 slots.
+  struct Done {
+    uint32_t seq;
+    uint8_t op;
+    int64_t started_us, done_us;  // monotonic (Note [recorded on the monotonic clock])
+  };
+  void completed(uint16_t comm, int64_t after, std::vector<Done>& out) const;
   // The error that ended a communicator's collective `seq` (first one kept).
   void set_error(uint16_t comm, uint32_t seq, const std::string& message);
 

@@ -111,14 +111,15 @@ void span(const std::string& track, const std::string& name, const std::string& 
       args.empty() ? "" : ", \"args\": {" + args + "}"));
 }
 
-void instant(const std::string& track, const std::string& name, int64_t at_us) {
+void instant(const std::string& track, const std::string& name, int64_t at_us,
+             const std::string& args) {
   if (!enabled()) return;
   auto& s = state();
   std::lock_guard<std::mutex> lk(s.mu);
   const int t = tid(s, track);
   s.events.push_back(fmt::format(
-      "{{\"name\": \"{}\", \"ph\": \"i\", \"s\": \"t\", \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
-      esc(name), s.rank, t, at_us));
+      "{{\"name\": \"{}\", \"ph\": \"i\", \"s\": \"t\", \"pid\": {}, \"tid\": {}, \"ts\": {}{}}}",
+      esc(name), s.rank, t, at_us, args.empty() ? "" : ", \"args\": {" + args + "}"));
 }
 
 void flush() {

@@ -33,7 +33,9 @@ int64_t to_us(std::chrono::steady_clock::time_point t);
 // `args` is a JSON object body without braces ("\"count\": 4") or "".
 void span(const std::string& track, const std::string& name, const std::string& category,
           int64_t start_us, int64_t end_us, const std::string& args = "");
-void instant(const std::string& track, const std::string& name, int64_t at_us);
+// `args` as span()'s.
+void instant(const std::string& track, const std::string& name, int64_t at_us,
+             const std::string& args = "");
 // Writes the file (again, with everything so far); at communicator
 // destruction and when the flight recorder dumps.
 void flush();

@@ -34,6 +34,9 @@ CommunicatorImpl::CommunicatorImpl(Options options_in, int rank_in, int size_in,
   recorder_.configure(options.diagnostics.flight_recorder_size, options.diagnostics.flight_recorder_dir, rank, size);
   fr_comm_ = recorder_.register_comm(name, rank, size);
   trace::configure(options.diagnostics.trace_dir, rank);
+  stragglers = std::make_shared<straggler::Detector>(straggler::Detector::Config{
+      name, rank, size, fr_comm_, options.diagnostics.straggler_threshold,
+      options.diagnostics.straggler_window});
   watchdog_ = std::make_unique<Watchdog>(*this, bootstrap ? bootstrap->store() : nullptr);
   // Note [device host]: what the device layer may use of this communicator.
   device::Host host;
@@ -271,6 +274,13 @@ int Communicator::host_count() const { return impl_->host_count; }
 bool Communicator::hierarchical() const { return impl_->host_local != nullptr; }
 void Communicator::abort(const std::string& reason) { impl_->abort_all(reason); }
 bool Communicator::aborted() const { return impl_->aborted(); }
+
+void Communicator::on_straggler(StragglerCallback callback) {
+  impl_->stragglers->set_callback(std::move(callback));
+}
+std::vector<StragglerReport> Communicator::stragglers() const {
+  return impl_->stragglers->named();
+}
 
 void CommunicatorImpl::abort_all(const std::string& reason) {
   devices->abort(reason);  // device collectives too

@@ -15,6 +15,7 @@
 #include "runtime/engine.h"
 #include "runtime/p2p.h"
 #include "diag/flight_recorder.h"
+#include "diag/straggler_detector.h"
 #include "runtime/router.h"
 #include "shm/shm.h"
 #include "runtime/watchdog.h"
@@ -122,6 +123,10 @@ class CommunicatorImpl {
   // the engine thread asks for reach reports through this, never through
   // watchdog_ (which a stuck communicator releases).
   const std::shared_ptr<Watchdog::Shared> watchdog_state = std::make_shared<Watchdog::Shared>();
+  // Note [straggler detection] in diag/straggler.h: driven by the watchdog
+  // (which shares it, so it outlives a detached watchdog thread); set
+  // before the watchdog starts.
+  std::shared_ptr<straggler::Detector> stragglers;
   // The communicator's rank in the world, for messages and dumps.
   int world_rank = 0;
   // What the watchdog knows of each rank, set once after creation (its

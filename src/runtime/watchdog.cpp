@@ -103,6 +103,20 @@ std::string gather_reach(bootstrap::Store& store, const std::string& comm, int r
 constexpr const char* kStoreGone =
     "the job's store stopped answering; a TCP store is served by rank 0";
 
+// Note [straggler detection] in diag/straggler.h: its part of the store
+// round. False when the store is gone (`lost` says why, as for progress).
+bool straggler_round(straggler::Detector& stragglers, bootstrap::Store& store, int rank,
+                     std::string& lost) {
+  try {
+    stragglers.round(store);
+    return true;
+  } catch (const Error& e) {
+    log().debug("rank {}: watchdog stops using the store: {}", rank, e.what());
+    if (e.code() == ErrorCode::PeerLost) lost = e.message();
+    return false;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -263,6 +277,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
   const Options options = comm->options;
   const int rank = comm->rank, size = comm->size;
   const std::string name = comm->name;
+  const std::shared_ptr<straggler::Detector> stragglers = comm->stragglers;
   int64_t published = -1;  // the progress last written to the store
   // Note [the store host is gone]: why the store closed on us, if it did.
   std::string store_lost;
@@ -407,6 +422,7 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
         }
       }
     }
+    if (store) stragglers->harvest(progress);  // Note [straggler detection]
     // Outside sh->mu: it dumps the flight recorder (file I/O) and may abort.
     if (report_store_lost) job::store_host_lost(rank, store_lost, options);
     if (!report_dead.empty() && store) {
@@ -531,12 +547,14 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
           if (e.code() == ErrorCode::PeerLost) store_lost = e.message();
         }
       }
+      if (alive) alive = straggler_round(*stragglers, *store, rank, store_lost);
       {
         std::lock_guard<std::mutex> lk(sh->mu);
         sh->in_store = false;
         if (!alive) drop_store();
       }
       sh->cv.notify_all();
+      stragglers->deliver();
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "bootstrap/store.h"
 #include "gradwire/error.h"
 #include "gradwire/options.h"
+#include "gradwire/rendezvous.h"
 
 namespace gradwire::bootstrap {
 namespace {
@@ -105,6 +106,47 @@ TEST_P(StoreBootstrapWorld, AllgatherOverFileStore) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, StoreBootstrapWorld, ::testing::Values(1, 2, 3, 4));
+
+// Note [an allgather in two store requests]: over the TCP store, a rank
+// other than 0 makes 2 requests a round, rank 0 one per rank.
+TEST(StoreBootstrap, AllgatherRequestsPerRank) {
+  const int size = 4, rounds = 3;
+  const uint16_t port = free_port();
+  std::vector<uint64_t> requests(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto b = tcp_rank(port, r, size);
+      const uint64_t before = store_requests_on_this_thread();
+      for (int n = 0; n < rounds; ++n) b->allgather(blob(n, r), Deadline::after(5s));
+      requests[size_t(r)] = store_requests_on_this_thread() - before;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(requests[0], uint64_t(size * rounds));
+  for (int r = 1; r < size; ++r) EXPECT_EQ(requests[size_t(r)], uint64_t(2 * rounds)) << r;
+}
+
+// Values too large to combine in one (over 8 MiB in all): every rank reads
+// every key, as before.
+TEST(StoreBootstrap, AllgatherOfLargeValues) {
+  auto store = make_in_process_store();
+  const int size = 3;
+  std::vector<std::vector<std::string>> got(size);
+  std::vector<std::thread> threads;
+  auto value = [](int r) { return std::string(size_t(3) << 20, char('a' + r)); };
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto b = make_store_bootstrap(share_in_process_store(store), r, size, -1);
+      got[size_t(r)] = b->allgather(value(r), Deadline::after(10s));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) {
+    ASSERT_EQ(got[size_t(r)].size(), size_t(size));
+    for (int o = 0; o < size; ++o) EXPECT_TRUE(got[size_t(r)][size_t(o)] == value(o)) << r << o;
+  }
+}
 
 TEST(StoreBootstrap, TimeoutNamesEveryMissingRank) {
   uint16_t port = free_port();

@@ -177,5 +177,36 @@ TEST(Options, ExplicitFieldsAreValidated) {
   EXPECT_THROW(o.validate(), Error);
 }
 
+// Note [straggler detection]: the window is 0 (off) or at least three
+// one-second rounds; the threshold a fraction.
+TEST(Options, StragglerDetection) {
+  {
+    ScopedEnv a("GRADWIRE_STRAGGLER_WINDOW_S", "30");
+    ScopedEnv b("GRADWIRE_STRAGGLER_THRESHOLD", "0.5");
+    const Options o = Options{}.with_env_overrides();
+    EXPECT_EQ(o.diagnostics.straggler_window, std::chrono::seconds(30));
+    EXPECT_EQ(o.diagnostics.straggler_threshold, 0.5);
+    EXPECT_NO_THROW(o.validate());
+  }
+  {
+    ScopedEnv a("GRADWIRE_STRAGGLER_WINDOW_S", "0");
+    EXPECT_NO_THROW(Options{}.with_env_overrides().validate());
+  }
+  for (const char* bad : {"2", "-1", "ten", ""}) {
+    ScopedEnv a("GRADWIRE_STRAGGLER_WINDOW_S", bad);
+    expect_invalid({}, "GRADWIRE_STRAGGLER_WINDOW_S");
+  }
+  for (const char* bad : {"0", "1.5", "-0.1", "nan", "0.25x", ""}) {
+    ScopedEnv a("GRADWIRE_STRAGGLER_THRESHOLD", bad);
+    expect_invalid({}, "GRADWIRE_STRAGGLER_THRESHOLD");
+  }
+  Options o;
+  o.diagnostics.straggler_threshold = 0;
+  expect_invalid(o, "straggler_threshold");
+  o = Options{};
+  o.diagnostics.straggler_window = std::chrono::milliseconds(500);
+  expect_invalid(o, "straggler_window");
+}
+
 }  // namespace
 }  // namespace gradwire
