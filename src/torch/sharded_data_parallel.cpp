@@ -93,7 +93,7 @@ struct ShardedDataParallel::State {
   std::vector<size_t> indices_of(const ::torch::nn::Module& m) const;
 };
 
-// Note [stage 3 units]: no memory, the parameter's shape, NaN values.
+// At rest: no memory, the parameter's shape, NaN values (Note [stage 3 units]).
 void ShardedDataParallel::State::point_at_rest(size_t i) {
   at::NoGradGuard no_grad;
   params[i].set_data(
@@ -320,7 +320,7 @@ void ShardedDataParallel::State::on_gradient(size_t i) {
     if (stage() == 3 && pointed[i] == nullptr) {
       detail::invalid(where() + ": parameter " + names[i] + " got a gradient but its unit '" +
                       unit_names[unit_of[i]] + "' was not gathered: call use() on the "
-                      "submodule before its computation in forward (Note [stage 3 units])");
+                      "submodule before its computation in forward");
     }
     if (grad.layout() != ::torch::kStrided || grad.scalar_type() != params[i].scalar_type() ||
         !grad.device().is_cpu()) {
@@ -358,7 +358,7 @@ void ShardedDataParallel::State::on_backward_done() {
     for (size_t i = 0; i < params.size(); ++i) marked[i].store(false);
   }
   engine->finalize();
-  // Note [stage 3 units]: autograd is done with the gathered weights.
+  // Autograd is done with the gathered weights (Note [stage 3 units]).
   if (stage() == 3) release_units();
 }
 
