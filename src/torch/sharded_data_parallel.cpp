@@ -3,25 +3,21 @@
 // gradwire/torch/sharded_data_parallel.h).
 #include "gradwire/torch/sharded_data_parallel.h"
 
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/types.h>
 
 #include <atomic>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 
 #include "consistency.h"
+#include "grad_hooks.h"
 #include "gradwire/error.h"
 
 namespace gradwire::torch {
 
-namespace autograd = ::torch::autograd;
 using detail::TensorEntry;
 
 // ---------------------------------------------------------------- optimizers
@@ -48,9 +44,6 @@ std::shared_ptr<ShardOptimizer> shard_optimizer(const ::torch::optim::SGDOptions
 // ---------------------------------------------------------------- state
 
 struct ShardedDataParallel::State {
-  using NodePtr =
-      decltype(autograd::impl::grad_accumulator(std::declval<const ::torch::Tensor&>()));
-
   State(Communicator& c, ShardedDataParallelOptions o) : comm(c), options(std::move(o)) {}
 
   Communicator& comm;
@@ -63,13 +56,8 @@ struct ShardedDataParallel::State {
   std::vector<const void*> pointed;       // where params[i] points now (stage 3)
   std::unordered_map<const c10::TensorImpl*, size_t> index_of;
   std::unique_ptr<ShardedEngine> engine;
-  // As DistributedDataParallel (Note [hooks survive set_]).
-  std::vector<NodePtr> accumulators;
-  std::vector<uintptr_t> hook_keys;
-  std::vector<unsigned> tensor_hooks;
-  std::mutex hook_mu;
+  std::unique_ptr<detail::AccumulatorHooks> hooks;  // Note [sharded hooks]
   std::unique_ptr<std::atomic<bool>[]> marked;
-  std::atomic<bool> callback_queued{false};
   // options.torch_optimizer: one flat master tensor per Bucket, with a
   // gradient tensor of its own (the engine's view is scratch memory).
   std::vector<::torch::Tensor> masters;
@@ -87,7 +75,6 @@ struct ShardedDataParallel::State {
   void point_at_rest(size_t i);
   void gather_unit(size_t u);
   void release_units();
-  void attach(size_t i);
   void on_gradient(size_t i);
   void on_backward_done();
   std::vector<size_t> indices_of(const ::torch::nn::Module& m) const;
@@ -257,39 +244,14 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<::torch::nn::Module> mo
   s.marked = std::make_unique<std::atomic<bool>[]>(s.params.size());
   for (size_t i = 0; i < s.params.size(); ++i) s.marked[i] = false;
   State* raw = state_.get();  // the hooks are removed in the destructor
-  s.accumulators.resize(s.params.size());
-  s.hook_keys.resize(s.params.size());
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    if (!autograd::impl::grad_accumulator(s.params[i])) {
-      detail::invalid(s.where() + ": parameter " + s.names[i] +
-                      " has no gradient accumulator (is it a leaf tensor that requires grad?)");
-    }
-    s.attach(i);
-    s.tensor_hooks.push_back(
-        s.params[i].register_hook([raw, i](const ::torch::Tensor&) { raw->attach(i); }));
-  }
-}
-
-// Note [hooks survive set_] in distributed_data_parallel.cpp.
-void ShardedDataParallel::State::attach(size_t i) {
-  NodePtr acc = autograd::impl::grad_accumulator(params[i]);
-  std::lock_guard<std::mutex> lk(hook_mu);
-  if (!acc || acc == accumulators[i]) return;
-  if (accumulators[i]) accumulators[i]->del_post_hook(hook_keys[i]);
-  hook_keys[i] = acc->add_post_hook(std::make_unique<autograd::utils::LambdaPostHook>(
-      [this, i](const autograd::variable_list& outputs, const autograd::variable_list&) {
-        on_gradient(i);
-        return outputs;
-      }));
-  accumulators[i] = std::move(acc);
+  s.hooks = std::make_unique<detail::AccumulatorHooks>(
+      s.params, s.names, s.where(), [raw](size_t i) { raw->on_gradient(i); },
+      [raw] { raw->on_backward_done(); });
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
   State& s = *state_;
-  for (size_t i = 0; i < s.tensor_hooks.size(); ++i) s.params[i].remove_hook(s.tensor_hooks[i]);
-  for (size_t i = 0; i < s.accumulators.size(); ++i) {
-    if (s.accumulators[i]) s.accumulators[i]->del_post_hook(s.hook_keys[i]);
-  }
+  s.hooks.reset();
   // The parameters must not outlive the engine memory they alias.
   try {
     if (s.stage() == 3) {
@@ -309,38 +271,29 @@ ShardedDataParallel::~ShardedDataParallel() {
 // ---------------------------------------------------------------- hooks
 
 void ShardedDataParallel::State::on_gradient(size_t i) {
-  if (!callback_queued.exchange(true)) {
-    autograd::Engine::get_default_engine().queue_callback([this] { on_backward_done(); });
-  }
   marked[i].store(true, std::memory_order_relaxed);
   if (!engine->will_sync()) return;  // no_sync(): .grad accumulates locally
   ::torch::Tensor& grad = params[i].mutable_grad();
   if (!grad.defined()) return;
-  try {
-    if (stage() == 3 && pointed[i] == nullptr) {
-      detail::invalid(where() + ": parameter " + names[i] + " got a gradient but its unit '" +
-                      unit_names[unit_of[i]] + "' was not gathered: call use() on the "
-                      "submodule before its computation in forward");
-    }
-    if (grad.layout() != ::torch::kStrided || grad.scalar_type() != params[i].scalar_type() ||
-        !grad.device().is_cpu()) {
-      detail::invalid(where() + ": parameter " + names[i] + " got a " +
-                      std::string(c10::toString(grad.scalar_type())) + " gradient on " +
-                      grad.device().str() + "; only dense host gradients of the parameter's "
-                      "dtype can be reduced");
-    }
-    at::NoGradGuard no_grad;
-    ::torch::Tensor g = grad.contiguous();
-    engine->mark_ready(i, g.data_ptr());  // copies into the Bucket
-    grad = ::torch::Tensor();
-  } catch (...) {
-    callback_queued.store(false);  // autograd drops the queued callback
-    throw;
+  if (stage() == 3 && pointed[i] == nullptr) {
+    detail::invalid(where() + ": parameter " + names[i] + " got a gradient but its unit '" +
+                    unit_names[unit_of[i]] + "' was not gathered: call use() on the "
+                    "submodule before its computation in forward");
   }
+  if (grad.layout() != ::torch::kStrided || grad.scalar_type() != params[i].scalar_type() ||
+      !grad.device().is_cpu()) {
+    detail::invalid(where() + ": parameter " + names[i] + " got a " +
+                    std::string(c10::toString(grad.scalar_type())) + " gradient on " +
+                    grad.device().str() + "; only dense host gradients of the parameter's "
+                    "dtype can be reduced");
+  }
+  at::NoGradGuard no_grad;
+  ::torch::Tensor g = grad.contiguous();
+  engine->mark_ready(i, g.data_ptr());  // copies into the Bucket
+  grad = ::torch::Tensor();
 }
 
 void ShardedDataParallel::State::on_backward_done() {
-  callback_queued.store(false);
   const bool sync = engine->will_sync();
   if (sync) {
     at::NoGradGuard no_grad;
