@@ -146,6 +146,81 @@ TEST_P(Stages, BuiltinAdamMatchesDdp) {
 }
 INSTANTIATE_TEST_SUITE_P(Sharded, Stages, ::testing::Values(1, 2, 3));
 
+// Gradient accumulation: a backward under no_sync() keeps .grad locally,
+// the next one hands over the sum, as DistributedDataParallel::no_sync().
+TEST_P(Stages, NoSyncAccumulatesLikeDdp) {
+  const int stage = GetParam();
+  ::torch::manual_seed(5);
+  Net reference;
+  ::torch::manual_seed(5);
+  Net sharded;
+  DistributedDataParallel ddp(reference, world());
+  auto ref_opt = make_torch(Opt::Adam, reference->parameters());
+  ShardedDataParallelOptions o;
+  o.stage = stage;
+  o.caps.first_bucket_bytes = 256;
+  o.caps.bucket_bytes = 512;
+  o.torch_optimizer = [](std::vector<::torch::Tensor> p) { return make_torch(Opt::Adam, p); };
+  ShardedDataParallel sdp(sharded, world(), o);
+  for (int step = 0; step < 3; ++step) {
+    auto [x0, y0] = batch(2 * step, 2);
+    auto [x1, y1] = batch(2 * step + 1, 2);
+    ref_opt->zero_grad();
+    {
+      auto guard = ddp.no_sync();
+      ::torch::mse_loss(reference->forward(x0), y0).backward();
+    }
+    ::torch::mse_loss(reference->forward(x1), y1).backward();
+    ref_opt->step();
+    {
+      auto guard = sdp.no_sync();
+      ::torch::mse_loss(sharded->forward(x0, &sdp), y0).backward();
+    }
+    ::torch::mse_loss(sharded->forward(x1, &sdp), y1).backward();
+    EXPECT_TRUE(sdp.step());
+  }
+  sdp.use_all();
+  const double d = max_diff(sharded, reference);
+  if (world().size() <= 2) EXPECT_EQ(d, 0.0) << "not bit for bit";
+  EXPECT_LE(d, kTolerance);
+}
+
+// bfloat16 parameters (fp32 master weights and Adam state on the shard):
+// every stage computes the same bits.
+TEST(ShardedBFloat16, StagesAgreeBitForBit) {
+  std::vector<std::vector<::torch::Tensor>> finals;
+  for (int stage : {1, 2, 3}) {
+    ::torch::manual_seed(9);
+    Net model;
+    model->to(::torch::kBFloat16);
+    ShardedDataParallelOptions o;
+    o.stage = stage;
+    o.caps.first_bucket_bytes = 128;
+    o.caps.bucket_bytes = 256;
+    o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::AdamOptions(1e-2));
+    ShardedDataParallel sdp(model, world(), o);
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = batch(step, 3);
+      ::torch::mse_loss(model->forward(x.to(::torch::kBFloat16), &sdp),
+                        y.to(::torch::kBFloat16))
+          .backward();
+      EXPECT_TRUE(sdp.step());
+    }
+    sdp.use_all();
+    std::vector<::torch::Tensor> p;
+    for (auto& t : model->parameters()) {
+      EXPECT_EQ(t.scalar_type(), ::torch::kBFloat16);
+      p.push_back(t.detach().clone());
+    }
+    finals.push_back(p);
+  }
+  for (size_t s = 1; s < finals.size(); ++s) {
+    for (size_t i = 0; i < finals[0].size(); ++i) {
+      EXPECT_TRUE(finals[s][i].equal(finals[0][i])) << "stage " << s + 1 << " parameter " << i;
+    }
+  }
+}
+
 TEST(ShardedConstruction, MismatchedModelsNameTheParameter) {
   const int n = world().size(), rank = world().rank();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

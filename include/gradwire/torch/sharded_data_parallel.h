@@ -26,7 +26,10 @@
 // .grad (outside no_sync()): the full gradient is not kept, and the user
 // needs no zero_grad(). Stages 1 and 2: every parameter's storage is its
 // place in the engine's parameter Bucket, so the allgather after a step
-// writes the parameters directly.
+// writes the parameters directly. Hence: load weights (torch::load) into
+// the module before wrapping it; afterwards torch::load re-points the
+// parameters (Tensor::set_) away from the engine, and steps would no longer
+// reach them (restore through engine().load_state instead).
 //
 // Note [forward waits per bucket]: libtorch's C++ modules have no forward
 // hooks, so nothing can wait for a parameter just before forward reads it.
