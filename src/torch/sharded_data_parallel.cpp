@@ -379,6 +379,10 @@ void ShardedDataParallel::use_all() {
 ShardedEngine::NoSync ShardedDataParallel::no_sync() { return state_->engine->no_sync(); }
 float ShardedDataParallel::loss_scale() const { return state_->engine->loss_scale(); }
 ShardedState ShardedDataParallel::full_state() { return state_->engine->full_state(); }
+void ShardedDataParallel::load_state(const std::vector<const ShardedState*>& sources) {
+  if (state_->stage() == 3) state_->release_units();  // the engine releases them too
+  state_->engine->load_state(sources);
+}
 ShardedEngine& ShardedDataParallel::engine() { return *state_->engine; }
 const std::vector<std::string>& ShardedDataParallel::parameter_names() const {
   return state_->names;

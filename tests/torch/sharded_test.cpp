@@ -221,6 +221,45 @@ TEST(ShardedBFloat16, StagesAgreeBitForBit) {
   }
 }
 
+// A full state taken at stage 2 loads into a fresh module at stage 3 (or
+// 1), and training continues with the same bits as without the move.
+TEST(ShardedState, FullStateMovesBetweenStages) {
+  auto train = [](Net& model, ShardedDataParallel& sdp, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      auto [x, y] = batch(step, 3);
+      ::torch::mse_loss(model->forward(x, &sdp), y).backward();
+      EXPECT_TRUE(sdp.step());
+    }
+  };
+  auto options = [](int stage) {
+    ShardedDataParallelOptions o;
+    o.stage = stage;
+    o.caps.first_bucket_bytes = 256;
+    o.caps.bucket_bytes = 512;
+    o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::AdamOptions(1e-2));
+    return o;
+  };
+  ::torch::manual_seed(11);
+  Net straight;
+  ShardedDataParallel a(straight, world(), options(2));
+  train(straight, a, 0, 4);
+  a.use_all();
+  for (int stage : {3, 1}) {
+    ::torch::manual_seed(11);
+    Net first;
+    ShardedDataParallel b(first, world(), options(2));
+    train(first, b, 0, 2);
+    const gradwire::ShardedState full = b.full_state();
+    ::torch::manual_seed(99);  // other weights: the state must overwrite them
+    Net moved;
+    ShardedDataParallel c(moved, world(), options(stage));
+    c.load_state({&full});
+    train(moved, c, 2, 4);
+    c.use_all();
+    EXPECT_EQ(max_diff(moved, straight), 0.0) << "stage 2 -> " << stage;
+  }
+}
+
 TEST(ShardedConstruction, MismatchedModelsNameTheParameter) {
   const int n = world().size(), rank = world().rank();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

@@ -156,6 +156,11 @@ class ShardedDataParallel {
   // Collective: every parameter whole on every rank (a stage-0 state that
   // loads into a sharded engine of any stage and world size).
   ShardedState full_state();
+  // ShardedEngine::load_state between steps (stage 3: the units are
+  // released first): states of any stage and world size, or a full state.
+  // The engine's optimizer state only: with options.torch_optimizer, the
+  // torch optimizer's own state is not restored.
+  void load_state(const std::vector<const ShardedState*>& sources);
 
   ShardedEngine& engine();
   const std::vector<std::string>& parameter_names() const;
