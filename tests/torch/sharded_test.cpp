@@ -260,6 +260,60 @@ TEST(ShardedState, FullStateMovesBetweenStages) {
   }
 }
 
+// A submodule that forward never uses: with find_unused_parameters its
+// gradient counts as zero (Adam with zero gradients leaves it unchanged);
+// without, backward() names it.
+TEST(ShardedUnused, WithOptionCompletesWithoutNamesTheParameter) {
+  for (bool find_unused : {true, false}) {
+    ::torch::manual_seed(4);
+    Net model;
+    auto extra = model->register_module("extra", ::torch::nn::Linear(6, 3));
+    const ::torch::Tensor before = extra->weight.detach().clone();
+    ShardedDataParallelOptions o;
+    o.stage = 2;
+    o.find_unused_parameters = find_unused;
+    o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::AdamOptions(1e-2));
+    ShardedDataParallel sdp(model, world(), o);
+    auto [x, y] = batch(0, 3);
+    try {
+      ::torch::mse_loss(model->forward(x, &sdp), y).backward();
+      EXPECT_TRUE(find_unused) << "no error without find_unused_parameters";
+      EXPECT_TRUE(sdp.step());
+      EXPECT_TRUE(extra->weight.equal(before));
+    } catch (const gradwire::Error& e) {
+      EXPECT_FALSE(find_unused) << e.what();
+      EXPECT_NE(std::string(e.what()).find("extra.weight"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// After the wrapper is gone the module keeps the trained values, in memory
+// of its own (the engine's is freed).
+TEST(ShardedConstruction, ModuleKeepsItsValuesAfterDestruction) {
+  for (int stage : {1, 3}) {
+    ::torch::manual_seed(8);
+    Net model;
+    std::vector<::torch::Tensor> trained;
+    {
+      ShardedDataParallelOptions o;
+      o.stage = stage;
+      o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::SGDOptions(0.1));
+      ShardedDataParallel sdp(model, world(), o);
+      auto [x, y] = batch(0, 3);
+      ::torch::mse_loss(model->forward(x, &sdp), y).backward();
+      sdp.step();
+      sdp.use_all();
+      for (auto& p : model->parameters()) trained.push_back(p.detach().clone());
+    }
+    auto params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(params[i].equal(trained[i])) << "stage " << stage << " parameter " << i;
+    }
+    auto [x, y] = batch(1, 3);
+    ::torch::mse_loss(model->forward(x), y).backward();  // plain libtorch again
+  }
+}
+
 TEST(ShardedConstruction, MismatchedModelsNameTheParameter) {
   const int n = world().size(), rank = world().rank();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
