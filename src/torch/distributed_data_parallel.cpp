@@ -69,15 +69,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
     throw Error(ErrorCode::InvalidArgument, state_->where() + ": the module is null");
   }
   State& s = *state_;
-  std::vector<TensorEntry> entries;
-  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), false});
-  }
-  const size_t n_params = entries.size();
-  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), true});
-    s.buffers.push_back(entries.back());
-  }
+  size_t n_params = 0;
+  const std::vector<TensorEntry> entries = detail::module_entries(*module_, n_params);
+  s.buffers.assign(entries.begin() + ptrdiff_t(n_params), entries.end());
   detail::check_same_entries(comm, entries);  // Note [parameter check]
   if (s.options.broadcast_from_rank0) {
     detail::broadcast_tensors(comm, entries, 0);

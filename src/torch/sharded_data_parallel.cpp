@@ -131,14 +131,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<::torch::nn::Module> mo
     detail::invalid(s.where() + ": set exactly one of options.optimizer (shard_optimizer(...)) "
                     "and options.torch_optimizer");
   }
-  std::vector<TensorEntry> entries;
-  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), false});
-  }
-  const size_t n_params = entries.size();
-  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), true});
-  }
+  size_t n_params = 0;
+  const std::vector<TensorEntry> entries = detail::module_entries(*module_, n_params);
   detail::check_same_entries(comm, entries);  // Note [parameter check]
   for (const auto& e : entries) {
     if (!e.tensor.device().is_cpu()) {
