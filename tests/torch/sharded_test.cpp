@@ -333,6 +333,24 @@ TEST(ShardedConstruction, MismatchedModelsNameTheParameter) {
   }
 }
 
+// The same model but another stage on one rank: the engine's collective
+// check fails on every rank, naming the rank that differs.
+TEST(ShardedConstruction, MismatchedStagesAreAMismatchEverywhere) {
+  const int n = world().size(), rank = world().rank();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  Net model;
+  ShardedDataParallelOptions o;
+  o.stage = rank == n - 1 ? 1 : 2;
+  o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::SGDOptions(0.1));
+  try {
+    ShardedDataParallel sdp(model, world(), o);
+    FAIL() << "no Mismatch";
+  } catch (const gradwire::Error& e) {
+    EXPECT_EQ(e.code(), gradwire::ErrorCode::Mismatch) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(n - 1)), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShardedConstruction, NeedsExactlyOneOptimizer) {
   Net model;
   try {
