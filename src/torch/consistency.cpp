@@ -13,6 +13,18 @@
 
 namespace gradwire::torch::detail {
 
+std::vector<TensorEntry> module_entries(const ::torch::nn::Module& module, size_t& n_params) {
+  std::vector<TensorEntry> entries;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    entries.push_back({item.key(), item.value(), false});
+  }
+  n_params = entries.size();
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    entries.push_back({item.key(), item.value(), true});
+  }
+  return entries;
+}
+
 namespace {
 
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {

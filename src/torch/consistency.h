@@ -4,6 +4,7 @@
 // broadcast to the others.
 #pragma once
 
+#include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <string>
@@ -20,6 +21,10 @@ struct TensorEntry {
   ::torch::Tensor tensor;
   bool buffer = false;
 };
+
+// The module's parameters (recursively, in registration order), then its
+// buffers; n_params: how many of them are parameters.
+std::vector<TensorEntry> module_entries(const ::torch::nn::Module& module, size_t& n_params);
 
 // InvalidArgument unless the tensor is in host memory or on a CUDA device.
 void check_supported_device(Communicator& comm, const TensorEntry& e);

@@ -3,29 +3,22 @@
 // in gradwire/torch/distributed_data_parallel.h).
 #include "gradwire/torch/distributed_data_parallel.h"
 
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/types.h>
 
 #include <atomic>
 #include <optional>
-#include <mutex>
 #include <utility>
 
 #include "consistency.h"
+#include "grad_hooks.h"
 #include "gradwire/error.h"
 
 namespace gradwire::torch {
 
-namespace autograd = ::torch::autograd;
 using detail::TensorEntry;
 
 struct DistributedDataParallel::State {
-  using NodePtr =
-      decltype(autograd::impl::grad_accumulator(std::declval<const ::torch::Tensor&>()));
-
   State(Communicator& c, DDPOptions o) : comm(c), options(std::move(o)) {}
 
   Communicator& comm;
@@ -33,26 +26,19 @@ struct DistributedDataParallel::State {
   std::vector<std::string> names;      // parameters in the reduction
   std::vector<::torch::Tensor> params;
   std::vector<TensorEntry> buffers;
-  // The Variable holds its gradient accumulator only weakly; keeping it
-  // alive keeps our hook on the node autograd will use (as c10d does).
-  std::vector<NodePtr> accumulators;
-  std::vector<uintptr_t> hook_keys;
-  std::vector<unsigned> tensor_hooks;  // Note [hooks survive set_]
-  std::mutex hook_mu;                  // accumulators, hook_keys
+  std::unique_ptr<detail::AccumulatorHooks> hooks;  // Note [ddp hooks]
   std::unique_ptr<Reducer> reducer;
   // gradient_as_bucket_view: parameter i's Bucket memory as a tensor, for
   // the plan generation `views_generation`.
   std::vector<::torch::Tensor> views;
   uint64_t views_generation = 0;
-  // Per backward pass: which parameters' hooks fired, and whether the final
-  // callback is queued. Hooks may run on autograd worker threads.
+  // Per backward pass: which parameters' hooks fired. Hooks may run on
+  // autograd worker threads.
   std::unique_ptr<std::atomic<bool>[]> marked;
-  std::atomic<bool> callback_queued{false};
   // The CUDA device of the parameters, if any: finalize() writes the
   // averages back on PyTorch's current stream there.
   std::optional<c10::Device> cuda_device;
 
-  void attach(size_t i);
   void on_gradient(size_t i);
   void on_backward_done();
   void hand_over(size_t i, ::torch::Tensor& grad);
@@ -83,15 +69,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
     throw Error(ErrorCode::InvalidArgument, state_->where() + ": the module is null");
   }
   State& s = *state_;
-  std::vector<TensorEntry> entries;
-  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), false});
-  }
-  const size_t n_params = entries.size();
-  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
-    entries.push_back({item.key(), item.value(), true});
-    s.buffers.push_back(entries.back());
-  }
+  size_t n_params = 0;
+  const std::vector<TensorEntry> entries = detail::module_entries(*module_, n_params);
+  s.buffers.assign(entries.begin() + ptrdiff_t(n_params), entries.end());
   detail::check_same_entries(comm, entries);  // Note [parameter check]
   if (s.options.broadcast_from_rank0) {
     detail::broadcast_tensors(comm, entries, 0);
@@ -133,47 +113,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   if (s.options.gradient_as_bucket_view) s.refresh_views();
 
   State* raw = state_.get();  // the hooks are removed in the destructor
-  s.accumulators.resize(s.params.size());
-  s.hook_keys.resize(s.params.size());
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    if (!autograd::impl::grad_accumulator(s.params[i])) {
-      throw Error(ErrorCode::InvalidArgument,
-                  s.where() + ": parameter " + s.names[i] + " has no gradient accumulator "
-                  "(is it a leaf tensor that requires grad?)");
-    }
-    s.attach(i);
-    s.tensor_hooks.push_back(
-        s.params[i].register_hook([raw, i](const ::torch::Tensor&) { raw->attach(i); }));
-  }
-}
-
-// Note [hooks survive set_]: our hook sits on the parameter's gradient
-// accumulator, which the parameter holds only weakly, and in-place ops that
-// may change a tensor's metadata drop it: Tensor::set_ does, and
-// torch::load (Module::load) loads parameters with set_. The next backward
-// then makes a fresh accumulator without our hook, and the step would
-// silently average nothing. A tensor hook lives on the parameter itself
-// and runs before the accumulator on every backward, so it re-attaches our
-// hook to whichever accumulator autograd is about to run.
-void DistributedDataParallel::State::attach(size_t i) {
-  NodePtr acc = autograd::impl::grad_accumulator(params[i]);
-  std::lock_guard<std::mutex> lk(hook_mu);
-  if (!acc || acc == accumulators[i]) return;
-  if (accumulators[i]) accumulators[i]->del_post_hook(hook_keys[i]);
-  hook_keys[i] = acc->add_post_hook(std::make_unique<autograd::utils::LambdaPostHook>(
-      [this, i](const autograd::variable_list& outputs, const autograd::variable_list&) {
-        on_gradient(i);
-        return outputs;
-      }));
-  accumulators[i] = std::move(acc);
+  s.hooks = std::make_unique<detail::AccumulatorHooks>(
+      s.params, s.names, s.where(), [raw](size_t i) { raw->on_gradient(i); },
+      [raw] { raw->on_backward_done(); });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   State& s = *state_;
-  for (size_t i = 0; i < s.tensor_hooks.size(); ++i) s.params[i].remove_hook(s.tensor_hooks[i]);
-  for (size_t i = 0; i < s.accumulators.size(); ++i) {
-    if (s.accumulators[i]) s.accumulators[i]->del_post_hook(s.hook_keys[i]);
-  }
+  s.hooks.reset();
   if (s.options.gradient_as_bucket_view) {
     // .grad must not outlive the Bucket memory it aliases.
     at::NoGradGuard no_grad;
@@ -188,24 +135,13 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 // On an autograd thread, right after AccumulateGrad wrote .grad.
 void DistributedDataParallel::State::on_gradient(size_t i) {
-  if (!callback_queued.exchange(true)) {
-    // Runs once the whole backward pass is done, on the thread that called
-    // backward(); its exception (if any) is what backward() throws.
-    autograd::Engine::get_default_engine().queue_callback([this] { on_backward_done(); });
-  }
   marked[i].store(true, std::memory_order_relaxed);
   if (!reducer->will_sync()) return;  // no_sync(): .grad accumulates locally
   ::torch::Tensor& grad = params[i].mutable_grad();
   if (!grad.defined()) return;  // finalize() treats it as unused
-  try {
-    hand_over(i, grad);
-  } catch (...) {
-    // backward() fails with this; autograd then drops the final callback,
-    // so let the next backward queue its own. (The step itself is lost:
-    // after an error from backward(), rebuild the DistributedDataParallel.)
-    callback_queued.store(false);
-    throw;
-  }
+  // An error fails backward() (the step is lost: after an error from
+  // backward(), rebuild the DistributedDataParallel).
+  hand_over(i, grad);
 }
 
 // Gives gradient i (in `grad`, which is params[i]'s .grad) to the Reducer.
@@ -237,8 +173,8 @@ void DistributedDataParallel::State::hand_over(size_t i, ::torch::Tensor& grad) 
   reducer->mark_ready(i, grad.data_ptr(), stream);
 }
 
+// The autograd engine's final callback, on the thread that called backward().
 void DistributedDataParallel::State::on_backward_done() {
-  callback_queued.store(false);
   std::vector<size_t> unmarked;
   for (size_t i = 0; i < params.size(); ++i) {
     if (!marked[i].exchange(false, std::memory_order_relaxed)) unmarked.push_back(i);
