@@ -10,18 +10,19 @@ pytestmark = requires_torch
 
 
 @pytest.mark.parametrize("launcher,nproc,hook", [
-    ("torchrun", 2, "none"), ("mpirun", 2, "none"), ("mpirun", 3, "none"),
+    ("torchrun", 2, "none"), ("mpirun", 3, "none"),
     ("torchrun", 3, "fp16"), ("mpirun", 2, "bf16"),
 ])
 def test_ddp_matches_gloo(launcher, nproc, hook):
     launch(launcher, nproc, "ddp_worker.py", "--hook", hook)
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
-def test_example_train_ddp(launcher):
+# Under torchrun, the launcher the example's README command uses; the
+# cases above run DDP under mpirun too.
+def test_example_train_ddp():
     script = os.path.join(ROOT, "examples", "train_ddp.py")
     for backend in ("gradwire", "gloo"):
-        launch(launcher, 2, script, "--backend", backend, "--steps", "5", "--hook", "fp16",
+        launch("torchrun", 2, script, "--backend", backend, "--steps", "5", "--hook", "fp16",
                ok="train_ddp done")
 
 
