@@ -403,7 +403,12 @@ class EtcdStore final : public Store {
           }
           break;
         }
-        const bool got_head = c->read_head(&head, attempt, &why) == http::Status::Ok;
+        const http::Status hs = c->read_head(&head, attempt, &why);
+        if (hs == http::Status::NotHttp) {
+          raise(ErrorCode::Protocol, "{} ({}): {} answered {} to {}: it does not speak HTTP; is "
+                "it an etcd client URL ({})?", describe_, op, e.url, why, path, o_.source);
+        }
+        const bool got_head = hs == http::Status::Ok;
         if (!got_head && reused && why == "the server closed the connection") {
           c.reset();
           continue;

@@ -237,7 +237,7 @@ Status Connection::read_head(ResponseHead* head, Deadline deadline, std::string*
     }
     if (complete) {
       reusable_ = false;
-      return Status::Failed;
+      return Status::NotHttp;
     }
     if (Status s = fill(deadline, error); s != Status::Ok) {
       reusable_ = false;  // a half-read answer cannot be resumed

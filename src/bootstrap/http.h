@@ -53,7 +53,9 @@ class ChunkedDecoder {
   std::string error_;
 };
 
-enum class Status { Ok, TimedOut, Failed };
+// NotHttp: the peer answered, but with bytes that are no HTTP/1.x response
+// (another protocol on that port): retrying it cannot help.
+enum class Status { Ok, TimedOut, Failed, NotHttp };
 
 // One client connection (kept alive between requests).
 class Connection {
