@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/le_bytes.h"
 #include "base/raise.h"
 
 namespace gradwire::checkpoint {
@@ -16,44 +17,6 @@ namespace {
 constexpr std::string_view kShardMagic = "GWSHARD1";
 constexpr uint32_t kShardVersion = 1;
 constexpr std::string_view kManifestHeader = "gradwire-checkpoint 1";
-
-void put32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-}
-void put64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-}
-
-// Reads little-endian fields off a byte range; every read is checked
-// against what is left.
-class Reader {
- public:
-  Reader(std::string_view bytes, const std::string& what) : rest_(bytes), what_(what) {}
-  uint64_t u(size_t width, const char* field) {
-    need(width, field);
-    uint64_t v = 0;
-    for (size_t i = 0; i < width; ++i) v |= uint64_t(uint8_t(rest_[i])) << (8 * i);
-    rest_.remove_prefix(width);
-    return v;
-  }
-  std::string_view bytes(uint64_t n, const char* field) {
-    need(n, field);
-    std::string_view v = rest_.substr(0, size_t(n));
-    rest_.remove_prefix(size_t(n));
-    return v;
-  }
-  size_t left() const { return rest_.size(); }
-
- private:
-  void need(uint64_t n, const char* field) const {
-    if (n > rest_.size()) {
-      raise(ErrorCode::Protocol, "{}: truncated or corrupt: {} needs {} bytes, {} left", what_,
-            field, n, rest_.size());
-    }
-  }
-  std::string_view rest_;
-  const std::string& what_;
-};
 
 std::string hex(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
@@ -118,24 +81,24 @@ std::string encode_shard(const std::map<std::string, std::string>& entries) {
   std::string out;
   out.reserve(total);
   out.append(kShardMagic);
-  put32(out, kShardVersion);
-  put32(out, uint32_t(entries.size()));
+  put_le(out, kShardVersion, 4);
+  put_le(out, entries.size(), 4);
   for (const auto& [name, data] : entries) {
     if (name.empty() || name.size() > kMaxEntryName) {
       raise(ErrorCode::InvalidArgument, "checkpoint entry name '{}' must have 1 to {} bytes",
             name.substr(0, 64), kMaxEntryName);
     }
-    put32(out, uint32_t(name.size()));
+    put_le(out, name.size(), 4);
     out.append(name);
-    put64(out, data.size());
+    put_le(out, data.size(), 8);
     out.append(data);
   }
   return out;
 }
 
 std::map<std::string, std::string> decode_shard(std::string_view bytes, const std::string& what) {
-  Reader r(bytes, what);
-  if (r.bytes(kShardMagic.size(), "the magic") != kShardMagic) {
+  LeReader r(bytes, what + ": corrupt");
+  if (r.take(kShardMagic.size(), "the magic") != kShardMagic) {
     raise(ErrorCode::Protocol, "{}: not a gradwire checkpoint shard (wrong magic)", what);
   }
   const uint64_t version = r.u(4, "the format version");
@@ -157,9 +120,9 @@ std::map<std::string, std::string> decode_shard(std::string_view bytes, const st
       raise(ErrorCode::Protocol, "{}: corrupt: entry {} has a name of {} bytes (1 to {})", what,
             k, name_len, kMaxEntryName);
     }
-    std::string name(r.bytes(name_len, "an entry name"));
+    std::string name(r.take(name_len, "an entry name"));
     const uint64_t data_len = r.u(8, "an entry length");
-    std::string_view data = r.bytes(data_len, "an entry's data");
+    std::string_view data = r.take(data_len, "an entry's data");
     // The writer emits names in increasing order: anything else (a
     // duplicate included) is not a file it wrote.
     if (!entries.empty() && !(entries.rbegin()->first < name)) {

@@ -15,6 +15,7 @@
 //   str = u32 length (<= 256) | bytes; little-endian.
 #include <cstring>
 
+#include "base/le_bytes.h"
 #include "base/raise.h"
 #include "gradwire/sharded.h"
 
@@ -27,11 +28,8 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kMaxName = 256;
 constexpr uint32_t kMaxWorld = 1u << 20;
 
-void put(std::string& out, uint64_t v, int width) {
-  for (int i = 0; i < width; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-}
 void put_str(std::string& out, const std::string& s) {
-  put(out, s.size(), 4);
+  put_le(out, s.size(), 4);
   out.append(s);
 }
 void put_bytes(std::string& out, const void* p, size_t n) {
@@ -43,40 +41,16 @@ bool known_float(uint8_t d) {
   return d < std::size(kAllDataTypes) && is_floating(dt);
 }
 
-class Reader {
+// The state's fields over LeReader, with its bounded strings.
+class Reader : public LeReader {
  public:
-  Reader(std::string_view bytes, const std::string& what) : rest_(bytes), what_(what) {}
-  uint64_t u(int width, const char* field) {
-    need(size_t(width), field);
-    uint64_t v = 0;
-    for (int i = 0; i < width; ++i) v |= uint64_t(uint8_t(rest_[size_t(i)])) << (8 * i);
-    rest_.remove_prefix(size_t(width));
-    return v;
-  }
-  std::string_view take(uint64_t n, const char* field) {
-    need(n, field);
-    std::string_view v = rest_.substr(0, size_t(n));
-    rest_.remove_prefix(size_t(n));
-    return v;
-  }
+  Reader(std::string_view bytes, const std::string& what)
+      : LeReader(bytes, what + ": not a valid sharded-engine state") {}
   std::string str(const char* field) {
     const uint64_t n = u(4, field);
     if (n > kMaxName) fail(fmt::format("{} has {} bytes (at most {})", field, n, kMaxName));
     return std::string(take(n, field));
   }
-  size_t left() const { return rest_.size(); }
-  [[noreturn]] void fail(const std::string& why) const {
-    raise(ErrorCode::Protocol, "{}: not a valid sharded-engine state: {}", what_, why);
-  }
-
- private:
-  void need(uint64_t n, const char* field) const {
-    if (n > rest_.size()) {
-      fail(fmt::format("truncated: {} needs {} bytes, {} left", field, n, rest_.size()));
-    }
-  }
-  std::string_view rest_;
-  const std::string& what_;
 };
 
 }  // namespace
@@ -84,26 +58,26 @@ class Reader {
 std::string ShardedState::encode() const {
   std::string out;
   out.append(kMagic);
-  put(out, kVersion, 4);
-  put(out, fingerprint, 8);
-  put(out, uint64_t(stage), 4);
-  put(out, uint64_t(world), 4);
-  put(out, uint64_t(rank), 4);
+  put_le(out, kVersion, 4);
+  put_le(out, fingerprint, 8);
+  put_le(out, uint64_t(stage), 4);
+  put_le(out, uint64_t(world), 4);
+  put_le(out, uint64_t(rank), 4);
   put_str(out, optimizer);
-  put(out, state_names.size(), 4);
+  put_le(out, state_names.size(), 4);
   for (const auto& n : state_names) put_str(out, n);
-  put(out, step, 8);
+  put_le(out, step, 8);
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &loss_scale, 4);
-  put(out, scale_bits, 4);
-  put(out, good_steps, 8);
-  put(out, dtypes.size(), 8);
-  for (DataType d : dtypes) put(out, uint8_t(d), 1);
-  put(out, records.size(), 8);
+  put_le(out, scale_bits, 4);
+  put_le(out, good_steps, 8);
+  put_le(out, dtypes.size(), 8);
+  for (DataType d : dtypes) put_le(out, uint8_t(d), 1);
+  put_le(out, records.size(), 8);
   for (const Record& r : records) {
-    put(out, r.parameter, 8);
-    put(out, r.offset, 8);
-    put(out, r.count, 8);
+    put_le(out, r.parameter, 8);
+    put_le(out, r.offset, 8);
+    put_le(out, r.count, 8);
     put_bytes(out, r.values.data(), r.values.size());
     put_bytes(out, r.master.data(), r.master.size() * 4);
     for (const auto& s : r.state) put_bytes(out, s.data(), s.size() * 4);
