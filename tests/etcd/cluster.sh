@@ -11,15 +11,7 @@ set -uo pipefail
 here=$(dirname "$0")
 source "$here/etcd.sh"
 worker=$1
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill_tree "$p"; done
-  etcd_stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+etcd_session
 names=(m0 m1 m2) clients=() peers=() cluster=""
 for n in "${names[@]}"; do
   clients+=("http://127.0.0.1:$(etcd_free_port)")

@@ -14,6 +14,11 @@
 #   etcd_free_port              a TCP port nothing listens on (20000-59999)
 #   etcdctl_at URL ARGS...      etcdctl (v3 API) against URL (from network
 #                               namespace $ETCD_NS when set)
+#   etcd_session [KILL] [MORE]  the test's scratch: $tmp (a fresh directory),
+#                               pids (background workers: append to it), fail
+#                               MESSAGE; at exit each of pids is killed with
+#                               KILL (default kill_tree), every etcd stopped,
+#                               MORE run (a function name), $tmp removed
 # Exits 77 (ctest SKIP) when etcd is not installed.
 command -v etcd > /dev/null && command -v etcdctl > /dev/null ||
   { echo "SKIP: etcd or etcdctl not installed (scripts/install-deps)"; exit 77; }
@@ -78,3 +83,18 @@ etcdctl_at() {
   [[ -n ${ETCD_NS:-} ]] && run=(ip netns exec "$ETCD_NS")
   ETCDCTL_API=3 "${run[@]}" etcdctl --endpoints="$url" --dial-timeout=2s --command-timeout=5s "$@"
 }
+
+etcd_session() {
+  tmp=$(mktemp -d)
+  pids=()
+  _etcd_session_kill=${1:-kill_tree} _etcd_session_more=${2:-:}
+  trap _etcd_session_end EXIT
+}
+_etcd_session_end() {
+  local p
+  for p in "${pids[@]}"; do "$_etcd_session_kill" "$p"; done
+  etcd_stop_all
+  "$_etcd_session_more"
+  rm -rf "$tmp"
+}
+fail() { echo "FAIL: $*"; exit 1; }

@@ -23,22 +23,13 @@ source "$here/netns_hosts.sh"
 worker=$1 reps=${2:-${ETCD_HOSTS_REPS:-2}}
 detect_ms=${DETECT_MS:-2000} continue_ms=${CONTINUE_MS:-3000}
 steps=${STEPS:-200}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do host_kill "$p"; done
-  etcd_stop_all
-  switch_down
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+etcd_session host_kill switch_down
 switch_up "gwe$$"
 host_add etcd 10.81.0.100
 etcd_start one "$tmp" http://10.81.0.100:2379 http://10.81.0.100:2380 \
   one=http://10.81.0.100:2380 "${SWITCH_PREFIX}etcd"
 ETCD_NS=${SWITCH_PREFIX}etcd etcd_wait http://10.81.0.100:2379 || { cat "$tmp/one.log"; exit 1; }
 now_ms() { date +%s%3N; }
-fail() { echo "FAIL: $*"; exit 1; }
 
 # start_host NAME ADDR PREFIX LOG: a host with one worker.
 start_host() {

@@ -15,20 +15,12 @@ set -uo pipefail
 here=$(dirname "$0")
 source "$here/etcd.sh"
 store_test=$1 worker=$2
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill_tree "$p"; done
-  etcd_stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+etcd_session
 cport=$(etcd_free_port) pport=$(etcd_free_port)
 url=http://127.0.0.1:$cport
 etcd_start one "$tmp" "$url" "http://127.0.0.1:$pport" "one=http://127.0.0.1:$pport"
 etcd_wait "$url" || { cat "$tmp/one.log"; exit 1; }
 export GRADWIRE_LOG_LEVEL=warn GRADWIRE_TIMEOUT_S=20 GRADWIRE_ETCD_TTL_S=2
-fail() { echo "FAIL: $*"; exit 1; }
 
 echo "1. the store against etcd"
 GW_ETCD=$url "$store_test" || fail "store_test"
