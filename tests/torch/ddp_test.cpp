@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/torch/world.h"
 #include "gradwire/gradwire.h"
 #include "gradwire/torch/distributed_data_parallel.h"
 
@@ -21,8 +22,7 @@ namespace {
 using gradwire::torch::DDPOptions;
 using gradwire::torch::DistributedDataParallel;
 
-std::unique_ptr<gradwire::Communicator> g_world;
-gradwire::Communicator& world() { return *g_world; }
+using gwtorchtest::world;
 
 // A small MLP. `reverse_registration` registers the layers in the opposite
 // of the order forward uses them, so the initial bucket plan (reverse
@@ -489,19 +489,3 @@ TEST(DDPConstruction, BroadcastsBuffersFromRankZero) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // Ranks share the cores; intra-op threads would only contend.
-  ::torch::set_num_threads(1);
-  try {
-    g_world = gradwire::Communicator::create();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot create the world communicator: %s\n", e.what());
-    return 1;
-  }
-  if (g_world->rank() != 0) GTEST_FLAG_SET(brief, true);
-  int rc = RUN_ALL_TESTS();
-  g_world.reset();
-  return rc;
-}

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 
+#include "tests/torch/world.h"
 #include "gradwire/gradwire.h"
 #include "gradwire/torch/distributed_data_parallel.h"
 #include "gradwire/torch/sharded_data_parallel.h"
@@ -20,8 +21,7 @@ using gradwire::torch::DistributedDataParallel;
 using gradwire::torch::ShardedDataParallel;
 using gradwire::torch::ShardedDataParallelOptions;
 
-std::unique_ptr<gradwire::Communicator> g_world;
-gradwire::Communicator& world() { return *g_world; }
+using gwtorchtest::world;
 
 // Parameter counts (6*13+13, 13*13+13, 13*3+3) are not divisible by 2, 3 or
 // 4, so every shard boundary splits a parameter and the last shard pads.
@@ -380,18 +380,3 @@ TEST(ShardedStage3, ForwardWithoutUseIsAnError) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::torch::set_num_threads(1);
-  try {
-    g_world = gradwire::Communicator::create();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cannot create the world communicator: %s\n", e.what());
-    return 1;
-  }
-  if (g_world->rank() != 0) GTEST_FLAG_SET(brief, true);
-  int rc = RUN_ALL_TESTS();
-  g_world.reset();
-  return rc;
-}
