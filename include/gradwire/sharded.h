@@ -260,7 +260,7 @@ struct GRADWIRE_API ShardedState {
   };
   std::vector<Record> records;  // sorted by (parameter, offset), not overlapping
 
-  // "GWSHARD2" | u32 version | header | records (little-endian); decode()
+  // "GWSHST01" | u32 version | header | records (little-endian); decode()
   // bounds-checks every length against what is left and refuses anything
   // encode() would not write (a Protocol error naming `what`): it is input
   // from disk (Note [states are untrusted input]).
