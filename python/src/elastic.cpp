@@ -52,7 +52,8 @@ void register_elastic(py::module_& m) {
           py::arg("timeout") = py::none(), py::arg("provider") = py::none(),
           py::arg("iface") = py::none(), py::arg("settle") = py::none(),
           py::arg("min_size") = 1,
-          "Joins the elastic job of GRADWIRE_STORE_DIR (RANK: the preferred rank, WORLD_SIZE: "
+          "Joins the elastic job of GRADWIRE_ETCD_ENDPOINTS (etcd, across hosts) or "
+          "GRADWIRE_STORE_DIR (a shared directory) (RANK: the preferred rank, WORLD_SIZE: "
           "the first generation's size). The first WORLD_SIZE processes form generation 0; a "
           "later one waits until the members' next commit() lets it in.")
       .def_property_readonly("rank", &ElasticGroup::rank)
@@ -89,6 +90,31 @@ void register_elastic(py::module_& m) {
           py::arg("why"),
           "After a collective failed because a member was lost: forms the next generation "
           "with the members that are alive; returns .state.")
+      .def(
+          "broadcast",
+          [](ElasticGroup& g, const py::bytes& data, int root) {
+            // Small control data over the current generation (e.g. where its
+            // torch store listens); the length first, so only root needs it.
+            std::string bytes = data;
+            {
+              py::gil_scoped_release nogil;
+              Communicator& c = g.communicator();
+              uint64_t n = bytes.size();
+              c.broadcast(&n, &n, 1, DataType::Int64, root).wait();
+              if (n > (uint64_t(1) << 30)) {
+                throw Error(ErrorCode::Protocol,
+                            "ElasticGroup.broadcast: rank " + std::to_string(g.rank()) +
+                                " was told of " + std::to_string(n) +
+                                " bytes (at most 1 GiB): the members disagree on the root");
+              }
+              bytes.resize(size_t(n));
+              if (n) c.broadcast(bytes.data(), bytes.data(), n, DataType::UInt8, root).wait();
+            }
+            return py::bytes(bytes);
+          },
+          py::arg("data"), py::arg("root") = 0,
+          "Collective over the current generation: every member gets root's bytes (the others' "
+          "`data` is ignored).")
       .def(
           "finish",
           [](ElasticGroup& g) {

@@ -3,7 +3,7 @@ a lost rank does not stop the job, and a replacement joins while it trains.
 
     import gradwire.torch.elastic as elastic
 
-    group = elastic.join()                   # GRADWIRE_STORE_DIR, RANK, WORLD_SIZE
+    group = elastic.join()   # GRADWIRE_ETCD_ENDPOINTS or GRADWIRE_STORE_DIR, RANK, WORLD_SIZE
     trainer = elastic.ElasticDDP(group, model, optimizer)
     while trainer.step < total:
         try:
@@ -17,7 +17,8 @@ a lost rank does not stop the job, and a replacement joins while it trains.
 
 Each membership is a generation (gradwire.ElasticGroup; C++:
 gradwire/elastic.h). For each one ElasticDDP makes the default process group
-(backend "gradwire", over a file store in GRADWIRE_STORE_DIR) and wraps the
+(backend "gradwire", over a file store in GRADWIRE_STORE_DIR, or over etcd a
+TCPStore served by the generation's rank 0) and wraps the
 model in DistributedDataParallel. step_done() commits the model's and the
 optimizer's state dicts in memory (and this rank's torch RNG state as its own);
 when the membership changes, every member continues from the same commit, and
@@ -25,10 +26,13 @@ a joining process receives it from a survivor. Because the default process
 group is replaced at every change, ElasticDDP owns torch.distributed's default
 group: make no other groups.
 """
+import datetime
 import gc
 import io
 import os
 import re
+import socket
+import urllib.parse
 
 import torch
 import torch.distributed as dist
@@ -59,21 +63,30 @@ def join(timeout=None, settle=None, min_size=1):
     return _C.ElasticGroup.join(timeout=timeout, settle=settle, min_size=min_size)
 
 
+def _address_toward(endpoints):
+    """An address of this host that the other members can reach: the one of
+    the interface that routes to the first etcd endpoint (no packet is
+    sent), 127.0.0.1 when etcd is on this host's loopback."""
+    url = endpoints.split(",")[0].strip()
+    host = urllib.parse.urlsplit(url if "//" in url else "http://" + url).hostname or ""
+    if not host or host == "localhost" or host.startswith("127."):
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, 9))
+        return s.getsockname()[0]
+
+
 class ElasticDDP:
     """torch DDP over an ElasticGroup, rebuilt at every membership change."""
 
     def __init__(self, group, model, optimizer, commit_every=1, **ddp_kwargs):
         if commit_every < 1:
             raise ValueError(f"commit_every={commit_every} (expected >= 1)")
-        if "GRADWIRE_STORE_DIR" not in os.environ:
-            if "GRADWIRE_ETCD_ENDPOINTS" in os.environ:
-                # torch's process group of each generation is made over a
-                # FileStore in that directory; over etcd there is none yet.
-                raise ValueError("ElasticDDP: elastic jobs over etcd (GRADWIRE_ETCD_ENDPOINTS) "
-                                 "are supported from C++ only so far (gradwire/elastic.h, "
-                                 "gradwire::torch::ElasticDistributedDataParallel); from Python "
-                                 "use GRADWIRE_STORE_DIR, a directory every rank sees")
-            raise ValueError("ElasticDDP: GRADWIRE_STORE_DIR is not set (the elastic store)")
+        if ("GRADWIRE_STORE_DIR" not in os.environ
+                and "GRADWIRE_ETCD_ENDPOINTS" not in os.environ):
+            raise ValueError("ElasticDDP: neither GRADWIRE_ETCD_ENDPOINTS (etcd, across hosts) "
+                             "nor GRADWIRE_STORE_DIR (a directory every rank sees) is set: "
+                             "the elastic store")
         self.group = group
         self.model = model
         self.optimizer = optimizer
@@ -132,6 +145,7 @@ class ElasticDDP:
         self._ddp = None
         if dist.is_initialized():
             dist.destroy_process_group()
+        self._tcp_store = None
         gc.collect()
         _C_torch._shutdown_all()
 
@@ -144,12 +158,45 @@ class ElasticDDP:
             if state["local"]:
                 torch.set_rng_state(torch.load(io.BytesIO(state["local"])))
             self.step = state["step"]
-        path = os.path.join(os.environ["GRADWIRE_STORE_DIR"],
-                            f"torch-generation-{self.group.generation}")
-        store = dist.FileStore(path, self.group.size)
+        store = self._generation_store()
         dist.init_process_group(BACKEND, store=store, rank=self.group.rank,
                                 world_size=self.group.size)
         self._ddp = torch.nn.parallel.DistributedDataParallel(self.model, **self.ddp_kwargs)
+
+    def _generation_store(self):
+        """torch's store for this generation's process group. On a shared
+        directory, a FileStore there. Over etcd there is no directory, and
+        torch has no etcd store of its own: the generation's rank 0 serves a
+        TCPStore and tells the members where through the group itself
+        (Note [a torch store per generation])."""
+        if "GRADWIRE_STORE_DIR" in os.environ:
+            path = os.path.join(os.environ["GRADWIRE_STORE_DIR"],
+                                f"torch-generation-{self.group.generation}")
+            return dist.FileStore(path, self.group.size)
+        # Note [a torch store per generation]: the store lives exactly as long
+        # as the generation. If its rank 0 dies, the generation fails anyway
+        # and the next one (formed through etcd, which outlives every member)
+        # makes its own; nothing in it needs to survive.
+        timeout = datetime.timedelta(seconds=self._store_timeout_s())
+        if self.group.rank == 0:
+            host = _address_toward(os.environ["GRADWIRE_ETCD_ENDPOINTS"])
+            self._tcp_store = dist.TCPStore(host, 0, self.group.size, is_master=True,
+                                            timeout=timeout, wait_for_workers=False)
+            where = f"{host} {self._tcp_store.port}".encode()
+        else:
+            where = b""
+        host, port = self.group.broadcast(where, 0).decode().split()
+        if self.group.rank == 0:
+            return self._tcp_store
+        return dist.TCPStore(host, int(port), self.group.size, is_master=False,
+                             timeout=timeout)
+
+    @staticmethod
+    def _store_timeout_s():
+        try:
+            return max(10.0, float(os.environ.get("GRADWIRE_TIMEOUT_S", "60")))
+        except ValueError:
+            return 60.0
 
     def _commit(self):
         shared = io.BytesIO()
