@@ -1,8 +1,8 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The CUDA compression kernels against their CPU twins (kernels/cpu/
-// compress.h): the sign kernels and casts must agree bit for bit (same
-// element math), the products and the orthonormalisation within float
-// rounding. Skips, saying why, where no GPU can be used.
+// compress.h, quantize.h): the sign kernels, casts and int8 quantization
+// must agree bit for bit (same element math), the products and the
+// orthonormalisation within float rounding. Skips, saying why, where no GPU can be used.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,8 +13,10 @@
 
 #include "kernels/compress_math.h"
 #include "kernels/cpu/compress.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/compress.h"
+#include "kernels/cuda/quantize.h"
 
 namespace gradwire::kernels {
 namespace {
@@ -177,6 +179,60 @@ TEST_F(CompressGpuTest, PowerSgdProductsAndOrthonormalisation) {
   orthonormalize_rows(B.data(), r, 1000, 1e-8f);
   auto gA = download(dA, A.size());
   for (size_t i = 0; i < gA.size(); ++i) ASSERT_NEAR(gA[i], B[i], 1e-5);
+}
+
+// The blockwise int8 kernels (kernels/cuda/quantize.h): the same scales,
+// bytes, error buffers and outputs as the CPU's, bit for bit (a block's amax
+// is exact in any order).
+TEST_F(CompressGpuTest, QuantizeSameBytesAsTheCpu) {
+  const QuantType types[] = {QuantType::Float32, QuantType::Float16, QuantType::BFloat16};
+  for (QuantType t : types) {
+    const size_t w = t == QuantType::Float32 ? 4 : 2;
+    for (size_t block : {size_t(1), size_t(3), size_t(256), size_t(1000), kMaxQuantBlock}) {
+      for (size_t n : {size_t(0), size_t(1), size_t(257), size_t(4099), size_t(200003)}) {
+        SCOPED_TRACE(testing::Message() << "type " << int(t) << " block " << block << " n " << n);
+        std::mt19937 rng(uint32_t(n + block));
+        std::normal_distribution<float> d;
+        std::vector<std::byte> src(n * w);
+        std::vector<float> error(n);
+        for (size_t i = 0; i < n; ++i) {
+          quant_store(src.data(), t, i, d(rng) * ((i / 100) % 3 == 1 ? 1000.0f : 1.0f));
+          error[i] = d(rng) * 0.01f;
+        }
+        const size_t nb = quant_blocks(n, block);
+        std::vector<float> scales(nb), cpu_error = error;
+        std::vector<int8_t> q(n);
+        quantize_int8_blocks(src.data(), t, n, block, cpu_error.data(), scales.data(), q.data());
+        std::vector<std::byte> out(n * w);
+        dequantize_int8_blocks(q.data(), scales.data(), n, block, t, out.data());
+        std::vector<float> acc(n, 0.5f);
+        accumulate_int8_blocks(q.data(), scales.data(), n, block, acc.data());
+
+        auto* d_src = upload(src);
+        auto* d_error = upload(error);
+        auto* d_scales = upload(std::vector<float>(nb));
+        auto* d_q = upload(std::vector<int8_t>(n));
+        auto* d_out = upload(std::vector<std::byte>(n * w));
+        auto* d_acc = upload(std::vector<float>(n, 0.5f));
+        cuda::quantize_int8_blocks(d_src, t, n, block, d_error, d_scales, d_q, nullptr);
+        cuda::dequantize_int8_blocks(d_q, d_scales, n, block, t, d_out, nullptr);
+        cuda::accumulate_int8_blocks(d_q, d_scales, n, block, d_acc, nullptr);
+        ASSERT_EQ(download(d_scales, nb), scales);
+        ASSERT_EQ(download(d_q, n), q);
+        ASSERT_EQ(download(d_error, n), cpu_error);
+        ASSERT_EQ(download(d_out, n * w), out);
+        ASSERT_EQ(download(d_acc, n), acc);
+        // Without error feedback, and the final conversion.
+        quantize_int8_blocks(src.data(), t, n, block, nullptr, scales.data(), q.data());
+        cuda::quantize_int8_blocks(d_src, t, n, block, nullptr, d_scales, d_q, nullptr);
+        ASSERT_EQ(download(d_scales, nb), scales);
+        ASSERT_EQ(download(d_q, n), q);
+        store_scaled(acc.data(), 0.25f, n, t, out.data());
+        cuda::store_scaled(d_acc, 0.25f, n, t, d_out, nullptr);
+        ASSERT_EQ(download(d_out, n * w), out);
+      }
+    }
+  }
 }
 
 }  // namespace
