@@ -26,6 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import gradwire.torch.elastic as elastic
+from gradwire.torch.hooks import PowerSGDState
 from fashion_mnist import Cnn, load_train  # examples/fashion_mnist.py, next to this script
 
 
@@ -49,6 +50,9 @@ def main():
     p.add_argument("--kill-at-step", type=int, default=-1)
     p.add_argument("--kill-rank", type=int, default=-1)
     p.add_argument("--min-accuracy", type=float, default=0)
+    p.add_argument("--compression", choices=("none", "powersgd"), default="none")
+    p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--powersgd-start", type=int, default=20)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     images, labels = load_train(n=args.limit or None)
@@ -62,7 +66,14 @@ def main():
     torch.manual_seed(args.seed * 1000 + first_rank)  # DDP broadcasts rank 0's model
     model = Cnn()
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    trainer = elastic.ElasticDDP(group, model, optimizer, commit_every=args.commit_every)
+    powersgd = None
+    if args.compression == "powersgd":
+        # Its state (Q, counters, this rank's error feedback) is committed
+        # with the model and restored after a membership change.
+        powersgd = PowerSGDState(None, matrix_approximation_rank=args.powersgd_rank,
+                                 start_powerSGD_iter=args.powersgd_start)
+    trainer = elastic.ElasticDDP(group, model, optimizer, commit_every=args.commit_every,
+                                 powersgd=powersgd)
     evaluated, accuracy, recovered_at = None, 0.0, None
 
     def report(why):
@@ -121,6 +132,11 @@ def main():
                                      for t in model.state_dict().values())).hexdigest()
     say(f"rank {group.rank} state at step {trainer.step}: world {group.size}, generation "
         f"{group.generation}, recoveries {group.recoveries}, params {digest}")
+    if powersgd is not None:
+        # The hook counts the steps it ran; after a rollback to a commit it
+        # agrees with the step only if its committed state was restored.
+        say(f"rank {group.rank} powersgd: iter {powersgd.iter}, compression rate "
+            f"{powersgd.compression_stats()[0]:.1f}")
     if group.rank == 0:
         say(f"final test accuracy {accuracy:.2f}%")
     dist.barrier()

@@ -41,6 +41,7 @@ import gradwire
 from gradwire import _C, _C_torch
 
 from . import BACKEND  # registers backend "gradwire"
+from . import hooks
 
 # What a collective that lost a member raises, through torch's layers too
 # (DDP's backward turns gradwire.Error into RuntimeError with its text).
@@ -79,9 +80,19 @@ def _address_toward(endpoints):
 class ElasticDDP:
     """torch DDP over an ElasticGroup, rebuilt at every membership change."""
 
-    def __init__(self, group, model, optimizer, commit_every=1, **ddp_kwargs):
+    def __init__(self, group, model, optimizer, commit_every=1, powersgd=None, **ddp_kwargs):
+        """powersgd: a gradwire.torch.hooks.PowerSGDState made with
+        process_group=None (it then follows each generation's default
+        group); ElasticDDP registers powerSGD_hook with it on every
+        generation's DDP and commits its state: a survivor resumes its own
+        (error feedback included), a joiner takes the committing members' Q
+        matrices and counters with its error feedback zeroed."""
         if commit_every < 1:
             raise ValueError(f"commit_every={commit_every} (expected >= 1)")
+        if powersgd is not None and powersgd.process_group is not None:
+            raise ValueError("ElasticDDP: make the PowerSGDState with process_group=None: every "
+                             "generation has a new default process group")
+        self.powersgd = powersgd
         if ("GRADWIRE_STORE_DIR" not in os.environ
                 and "GRADWIRE_ETCD_ENDPOINTS" not in os.environ):
             raise ValueError("ElasticDDP: neither GRADWIRE_ETCD_ENDPOINTS (etcd, across hosts) "
@@ -155,13 +166,24 @@ class ElasticDDP:
             shared = torch.load(io.BytesIO(state["shared"]), weights_only=False)
             self.model.load_state_dict(shared["model"])
             self.optimizer.load_state_dict(shared["optimizer"])
-            if state["local"]:
-                torch.set_rng_state(torch.load(io.BytesIO(state["local"])))
+            local = (torch.load(io.BytesIO(state["local"]), weights_only=False)
+                     if state["local"] else {})
+            if "rng" in local:
+                torch.set_rng_state(local["rng"])
+            if self.powersgd is not None:
+                if local.get("powersgd") is not None:
+                    self.powersgd.load_state_dict(local["powersgd"])
+                elif shared.get("powersgd") is not None:
+                    # A joiner: the members' Q and counters, no error of its own.
+                    self.powersgd.load_state_dict(shared["powersgd"])
+                    self.powersgd._impl.reset_error_feedback()
             self.step = state["step"]
         store = self._generation_store()
         dist.init_process_group(BACKEND, store=store, rank=self.group.rank,
                                 world_size=self.group.size)
         self._ddp = torch.nn.parallel.DistributedDataParallel(self.model, **self.ddp_kwargs)
+        if self.powersgd is not None:
+            self._ddp.register_comm_hook(self.powersgd, hooks.powerSGD_hook)
 
     def _generation_store(self):
         """torch's store for this generation's process group. On a shared
@@ -199,11 +221,12 @@ class ElasticDDP:
             return 60.0
 
     def _commit(self):
+        hook_state = self.powersgd.state_dict() if self.powersgd is not None else None
         shared = io.BytesIO()
         torch.save({"model": self.model.state_dict(),
-                    "optimizer": self.optimizer.state_dict()}, shared)
+                    "optimizer": self.optimizer.state_dict(), "powersgd": hook_state}, shared)
         local = io.BytesIO()
-        torch.save(torch.get_rng_state(), local)
+        torch.save({"rng": torch.get_rng_state(), "powersgd": hook_state}, local)
         if self.group.commit(self.step, shared.getvalue(), local.getvalue()):
             self.changes += 1
             self._adopt(self.group.state)
