@@ -9,7 +9,8 @@ launches it). Modes:
   save DIR REF     stage S (argv[4]): trains 3 steps, saves a sharded
                    checkpoint in DIR, trains 3 more and writes the final
                    parameters to REF; then loads the checkpoint back and
-                   retrains the 3 steps: bit for bit the same.
+                   retrains the 3 steps: bit for bit the same; its
+                   full_state() loads into another stage's engine.
   load DIR REF     stage S, at another world size: a freshly initialised
                    model loads DIR, trains the same 3 steps, ends at REF.
   mismatch         rank 1's module differs: gradwire.MismatchError on
@@ -177,8 +178,28 @@ def mode_save(ckpt, ref_file, stage):
     train_sharded(sdp, range(3, 6), torch.float32)
     sdp.gather_all()
     compare("reloaded at the same world size", list(model.named_parameters()), final, (0, 0))
+    # full_state(): every parameter whole (what an unsharded job holds),
+    # loaded into an engine of another stage: the same parameters, and the
+    # optimizer state with them (the next step within the float32 tolerance:
+    # stage 1 allreduces where 2 and 3 reduce-scatter).
+    full = sdp.full_state()
+    other_stage = 1 if stage != 1 else 3
+    model2 = make_model(seed=7)
+    sdp2 = ShardedDataParallel(model2, **sdp_options(other_stage, "adam"))
+    sdp2.load_state([full])
+    sdp2.gather_all()
+    compare(f"full state into stage {other_stage}", list(model2.named_parameters()), final, (0, 0))
+    assert sdp2.optimizer_steps == 6
+    train_sharded(sdp, [6], torch.float32)
+    train_sharded(sdp2, [6], torch.float32)
+    sdp.gather_all()
+    sdp2.gather_all()
+    compare(f"a step after the full state", list(model2.named_parameters()),
+            params_of(model), (1e-6, 1e-6))
+    sdp2.close()
     sdp.close()
-    log(f"saved stage {stage} at {WORLD} ranks; reload continues bit for bit; sharded save OK")
+    log(f"saved stage {stage} at {WORLD} ranks; reload continues bit for bit; full state into "
+        f"stage {other_stage} the same; sharded save OK")
 
 
 def mode_load(ckpt, ref_file, stage):
