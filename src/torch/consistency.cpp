@@ -80,7 +80,8 @@ DataType gradient_dtype(const ::torch::Tensor& t, const std::string& name) {
 // more allgathers to find the first differing entry and fetch every rank's
 // description of it, so that all ranks throw the same message, which names
 // the parameter and the ranks that disagree with rank 0.
-void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries) {
+void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries,
+                        const std::string& who) {
   const int world = comm.size();
   std::vector<std::string> desc;
   std::vector<int64_t> hashes;
@@ -119,7 +120,7 @@ void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entr
   };
 
   std::ostringstream o;
-  o << "rank " << comm.rank() << ": DistributedDataParallel: the ranks hold different "
+  o << "rank " << comm.rank() << ": " << who << ": the ranks hold different "
     << "parameters or buffers; the first difference is at #" << k << " (in registration "
     << "order, parameters then buffers): rank 0 has " << text_of(0);
   int shown = 0, others = 0;

@@ -37,8 +37,10 @@ std::string describe(const TensorEntry& e);
 DataType gradient_dtype(const ::torch::Tensor& t, const std::string& name);
 
 // Collective. Throws Mismatch on every rank if the entries differ anywhere,
-// naming the first differing entry and what each disagreeing rank holds.
-void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries);
+// naming the first differing entry and what each disagreeing rank holds;
+// `who` (the module class) begins the message after the rank.
+void check_same_entries(Communicator& comm, const std::vector<TensorEntry>& entries,
+                        const std::string& who = "DistributedDataParallel");
 
 // Collective: every tensor gets root's values (bytes; any dtype). Host and
 // CUDA tensors (CUDA ones through NCCL, after PyTorch's current stream).

@@ -133,7 +133,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<::torch::nn::Module> mo
   }
   size_t n_params = 0;
   const std::vector<TensorEntry> entries = detail::module_entries(*module_, n_params);
-  detail::check_same_entries(comm, entries);  // Note [parameter check]
+  detail::check_same_entries(comm, entries, "ShardedDataParallel");  // Note [parameter check]
   for (const auto& e : entries) {
     if (!e.tensor.device().is_cpu()) {
       detail::invalid(s.where() + ": " + detail::describe(e) +
@@ -376,6 +376,14 @@ ShardedState ShardedDataParallel::full_state() { return state_->engine->full_sta
 void ShardedDataParallel::load_state(const std::vector<const ShardedState*>& sources) {
   if (state_->stage() == 3) state_->release_units();  // the engine releases them too
   state_->engine->load_state(sources);
+}
+void ShardedDataParallel::save_checkpoint(const std::string& dir, uint64_t step,
+                                          const CheckpointOptions& options) {
+  save_sharded_checkpoint(state_->comm, dir, step, *state_->engine, options);
+}
+std::optional<uint64_t> ShardedDataParallel::load_checkpoint(const std::string& dir) {
+  if (state_->stage() == 3) state_->release_units();  // the engine releases them too
+  return load_sharded_checkpoint(state_->comm, dir, *state_->engine);
 }
 ShardedEngine& ShardedDataParallel::engine() { return *state_->engine; }
 const std::vector<std::string>& ShardedDataParallel::parameter_names() const {

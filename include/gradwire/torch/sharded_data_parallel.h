@@ -67,6 +67,7 @@
 #include <string>
 #include <vector>
 
+#include "gradwire/checkpoint.h"
 #include "gradwire/communicator.h"
 #include "gradwire/sharded.h"
 
@@ -161,6 +162,15 @@ class ShardedDataParallel {
   // The engine's optimizer state only: with options.torch_optimizer, the
   // torch optimizer's own state is not restored.
   void load_state(const std::vector<const ShardedState*>& sources);
+
+  // Collective: save_sharded_checkpoint (gradwire/checkpoint.h) of the
+  // engine: every rank its pieces, with a manifest, in `dir`.
+  void save_checkpoint(const std::string& dir, uint64_t step,
+                       const CheckpointOptions& options = {});
+  // Collective: the newest sharded checkpoint in `dir`, written by any
+  // number of ranks (load_sharded_checkpoint; stage 3: the units released
+  // first, as load_state); its step, or nullopt if there is none.
+  std::optional<uint64_t> load_checkpoint(const std::string& dir);
 
   ShardedEngine& engine();
   const std::vector<std::string>& parameter_names() const;

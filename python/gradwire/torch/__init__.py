@@ -16,7 +16,9 @@ The backend itself is the libtorch adapter's ``gradwire::torch::Backend``
 (``gradwire/torch/process_group.h``, in libgradwire_torch), which C++
 programs use without Python; this package only registers it.
 
-DDP comm hooks running gradwire's kernels: ``gradwire.torch.hooks``.
+DDP comm hooks running gradwire's kernels: ``gradwire.torch.hooks``. gradwire's
+own sharded engine (ZeRO stages 1-3): ``gradwire.torch.ShardedDataParallel``
+with the optimizers of ``gradwire.torch.sharded``.
 """
 import atexit
 import os
@@ -29,6 +31,8 @@ from gradwire import _C
 from gradwire import _C_torch
 
 from . import hooks  # noqa: F401
+from . import sharded  # noqa: F401
+from .sharded import ShardedDataParallel  # noqa: F401
 
 BACKEND = "gradwire"
 

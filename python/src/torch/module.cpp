@@ -61,6 +61,7 @@ PYBIND11_MODULE(_C_torch, m) {
       "The creator torch.distributed calls for each group's members.");
 
   register_powersgd(m);
+  register_sharded(m);
 
   m.def(
       "_shutdown_all",

@@ -11,4 +11,7 @@ namespace py = pybind11;
 // gradwire's PowerSGD as a DDP comm hook (powersgd.cpp).
 void register_powersgd(py::module_& m);
 
+// gradwire::torch::ShardedDataParallel for Python modules (sharded.cpp).
+void register_sharded(py::module_& m);
+
 }  // namespace gradwire::python

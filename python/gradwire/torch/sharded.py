@@ -1,0 +1,229 @@
+"""gradwire's sharded engine (ZeRO stages 1-3) for torch modules.
+
+    import gradwire.torch
+    from gradwire.torch import ShardedDataParallel, sharded
+
+    dist.init_process_group(backend="gradwire")
+    model = Net()                                   # CPU; float32, or .to(torch.bfloat16)
+    sdp = ShardedDataParallel(model, stage=2, optimizer=sharded.Adam(lr=1e-3))
+    for x, y in data:
+        loss = loss_fn(sdp(x), y)
+        loss.backward()      # gradients reduce-scattered bucket by bucket
+        sdp.step()           # Adam on this rank's shard, parameters gathered back
+
+It binds the libtorch adapter's ``gradwire::torch::ShardedDataParallel``
+(``gradwire/torch/sharded_data_parallel.h``) over the group's gradwire
+communicator: the same engine, optimizers, stages and checkpoints as in C++
+(Note [mirror module] in python/src/torch/sharded.cpp). The module's
+parameters become the engine's; ``step()`` replaces ``optimizer.step()``
+and the hooks consume ``.grad`` (no ``zero_grad()`` needed).
+"""
+import contextlib
+
+import torch
+import torch.distributed as dist
+
+from gradwire import _C_torch
+
+__all__ = ["ShardedDataParallel", "Adam", "AdamW", "SGD"]
+
+
+def Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    """The engine's Adam (``torch.optim.Adam``'s keywords; weight decay added
+    to the gradient; no amsgrad), stepping on flat float32 shards.
+    ``.lr`` reads and sets the learning rate (schedules)."""
+    return _C_torch._shard_adam(float(lr), float(betas[0]), float(betas[1]), float(eps),
+                                float(weight_decay), False)
+
+
+def AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    """The engine's AdamW (decoupled weight decay), ``torch.optim.AdamW``'s keywords."""
+    return _C_torch._shard_adam(float(lr), float(betas[0]), float(betas[1]), float(eps),
+                                float(weight_decay), True)
+
+
+def SGD(lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    """The engine's SGD with momentum, as ``torch.optim.SGD`` computes it."""
+    return _C_torch._shard_sgd(float(lr), float(momentum), float(dampening),
+                               float(weight_decay), bool(nesterov))
+
+
+_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+class ShardedDataParallel(torch.nn.Module):
+    """Wraps ``module`` for sharded data-parallel training over ``process_group``
+    (a group whose backend is "gradwire"; None: the default group).
+
+    Collective: every rank must pass the same module structure (a
+    ``gradwire.MismatchError`` on every rank names the first difference);
+    rank 0's parameters and buffers are broadcast. Host (CPU) parameters of
+    float32, bfloat16 or float16; 16-bit parameters keep float32 master
+    weights and optimizer state on the shard (mixed precision).
+
+    stage: 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters at
+        rest). At stage 3 each entry of ``units`` (default: the module's direct
+        children, in registration order, which should be forward order) is
+        gathered by a forward pre-hook just before it runs (the next one
+        prefetched) and stays gathered until backward ends.
+    optimizer: ``sharded.Adam(...)``, ``sharded.AdamW(...)`` or ``sharded.SGD(...)``.
+    reduce_dtype: the dtype gradients are reduced in (None: the parameters').
+    max_grad_norm: > 0 clips gradients to this global L2 norm.
+    loss_scaling: True, or a dict of ``initial``, ``growth``, ``backoff``,
+        ``growth_interval``, ``min_scale``: dynamic loss scaling for float16;
+        multiply the loss by ``loss_scale`` before backward; a step with an
+        inf/NaN gradient on any rank is skipped on every rank.
+    find_unused_parameters: parameters without a gradient count as zeros.
+    overlap_parameter_gather: stages 1, 2: ``step()`` returns before the
+        updated parameters are gathered; each unit's forward pre-hook waits
+        only for its own buckets.
+    bucket_cap_mb, first_bucket_cap_mb, alignment, max_buckets_in_flight:
+        the engine's bucketing (``gradwire/sharded.h``).
+    """
+
+    def __init__(self, module, process_group=None, *, stage=2, optimizer=None,
+                 reduce_dtype=None, max_grad_norm=0.0, loss_scaling=False,
+                 find_unused_parameters=False, overlap_parameter_gather=False, units=None,
+                 bucket_cap_mb=25, first_bucket_cap_mb=1, alignment=32,
+                 max_buckets_in_flight=4):
+        super().__init__()
+        if optimizer is None:
+            raise TypeError("ShardedDataParallel needs optimizer=gradwire.torch.sharded.Adam(...), "
+                            "AdamW(...) or SGD(...)")
+        group = process_group if process_group is not None else dist.group.WORLD
+        backend = group._get_backend(torch.device("cpu"))
+        if not isinstance(backend, _C_torch.Backend):
+            raise TypeError("gradwire's ShardedDataParallel runs on gradwire's communicator: "
+                            "create the group with backend=\"gradwire\" (this one uses "
+                            f"{type(backend).__name__})")
+        if reduce_dtype is not None and reduce_dtype not in _DTYPES:
+            raise TypeError(f"reduce_dtype must be one of {list(_DTYPES)}, not {reduce_dtype}")
+        scaling = {} if loss_scaling in (False, None) else \
+            ({} if loss_scaling is True else dict(loss_scaling))
+        unknown = set(scaling) - {"initial", "growth", "backoff", "growth_interval", "min_scale"}
+        if unknown:
+            raise TypeError(f"loss_scaling: unknown keys {sorted(unknown)}")
+        self.module = module
+        self.stage = stage
+        self.optimizer = optimizer
+        tensors = [(n, p, False) for n, p in module.named_parameters()]
+        tensors += [(n, b, True) for n, b in module.named_buffers()]
+        self._impl = _C_torch.ShardedDataParallel(
+            backend=backend, tensors=tensors, optimizer=optimizer, stage=int(stage),
+            first_bucket_bytes=int(first_bucket_cap_mb * 2**20),
+            bucket_bytes=int(bucket_cap_mb * 2**20), alignment=int(alignment),
+            reduce_dtype=None if reduce_dtype is None else _DTYPES[reduce_dtype],
+            max_grad_norm=float(max_grad_norm), loss_scaling=bool(loss_scaling),
+            initial_scale=float(scaling.get("initial", 65536.0)),
+            growth=float(scaling.get("growth", 2.0)), backoff=float(scaling.get("backoff", 0.5)),
+            growth_interval=int(scaling.get("growth_interval", 2000)),
+            min_scale=float(scaling.get("min_scale", 1.0)),
+            find_unused_parameters=bool(find_unused_parameters),
+            max_buckets_in_flight=int(max_buckets_in_flight),
+            overlap_parameter_gather=bool(overlap_parameter_gather),
+            units=list(units or []))
+        # The use() calls a C++ forward makes (Note [mirror module]): before
+        # each unit's forward, and before the root's for its own parameters.
+        self._hooks = []
+        if stage == 3 or overlap_parameter_gather:
+            names = list(units) if units else [n for n, _ in module.named_children()]
+            if any(True for _ in module.parameters(recurse=False)):
+                self._hooks.append(module.register_forward_pre_hook(self._pre_hook("")))
+            for name in names:
+                if self._impl.has_module(name):
+                    sub = module.get_submodule(name)
+                    self._hooks.append(sub.register_forward_pre_hook(self._pre_hook(name)))
+
+    def _pre_hook(self, name):
+        impl = self._impl
+
+        def hook(_module, _args):
+            impl.use(name)
+        return hook
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def step(self):
+        """After backward: the optimizer on this rank's shard, then the
+        parameters gathered back. False if skipped (a loss-scale overflow)."""
+        return self._impl.step()
+
+    def zero_grad(self, set_to_none=True):
+        """Nothing to do outside ``no_sync()``: the hooks hand each gradient to
+        the engine and drop ``.grad``. Inside, clears the accumulated ``.grad``."""
+        for p in self.module.parameters():
+            p.grad = None
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate ``.grad`` locally, without
+        communicating; the next backward outside reduces the sum."""
+        self._impl.enter_no_sync()
+        try:
+            yield
+        finally:
+            self._impl.exit_no_sync()
+
+    def gather_all(self):
+        """Every parameter current and readable on every rank (stage 3: every
+        unit gathered until the next backward ends), e.g. before evaluation
+        or ``module.state_dict()``."""
+        self._impl.use_all()
+
+    @property
+    def loss_scale(self):
+        return self._impl.loss_scale
+
+    @property
+    def optimizer_steps(self):
+        return self._impl.optimizer_steps
+
+    @property
+    def skipped_steps(self):
+        return self._impl.skipped_steps
+
+    @property
+    def last_grad_norm(self):
+        return self._impl.last_grad_norm
+
+    def memory(self):
+        """Bytes the engine holds, by kind (``gradwire::ShardedMemory``)."""
+        return self._impl.memory()
+
+    def shard_state(self):
+        """This rank's pieces (parameters, master weights, optimizer state) as
+        bytes (``gradwire::ShardedState``)."""
+        return self._impl.state()
+
+    def full_state(self):
+        """Collective: every parameter whole, the same bytes on every rank: a
+        stage-0 state that loads into any stage and world size."""
+        return self._impl.full_state()
+
+    def load_state(self, states):
+        """Loads from a list of ``shard_state()`` / ``full_state()`` bytes of any
+        world size and stage that together cover this rank's pieces."""
+        if isinstance(states, (bytes, bytearray)):
+            states = [states]
+        self._impl.load_state([bytes(s) for s in states])
+
+    def save_checkpoint(self, path, step, keep=2, meta=None):
+        """Collective: a sharded checkpoint of step ``step`` in directory
+        ``path`` (every rank its pieces, rank 0 the manifest; the directory
+        shared by every rank). Keeps the newest ``keep``."""
+        self._impl.save_checkpoint(str(path), int(step), int(keep), dict(meta or {}))
+
+    def load_checkpoint(self, path):
+        """Collective: loads the newest checkpoint in ``path``, written by any
+        number of ranks; returns its step, or None if there is none."""
+        return self._impl.load_checkpoint(str(path))
+
+    def close(self):
+        """Removes the hooks and hands the parameters back as plain tensors
+        (stages 1, 2: their values; stage 3: gathered whole). Collective at
+        stage 3."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._impl.close()
