@@ -42,7 +42,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_bench import make_batches, make_model, train_step  # noqa: E402
+from ddp_bench import make_batches, make_model, torchrun_env_from_mpirun, train_step  # noqa: E402
 
 
 class JpegImages(torch.utils.data.Dataset):
@@ -135,13 +135,7 @@ def main():
     ap.add_argument("--model", default="cnn")
     a = ap.parse_args()
     import gradwire.torch  # noqa: F401 - registers the backend
-    if "OMPI_COMM_WORLD_RANK" in os.environ:
-        os.environ.setdefault("RANK", os.environ["OMPI_COMM_WORLD_RANK"])
-        os.environ.setdefault("WORLD_SIZE", os.environ["OMPI_COMM_WORLD_SIZE"])
-        os.environ.setdefault("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", os.environ.get("DDP_BENCH_PORT", "29541"))
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world = torchrun_env_from_mpirun("29541")
     dist.init_process_group("gloo")
     gw_group = dist.new_group(backend="gradwire")
     torch.set_num_threads(1)

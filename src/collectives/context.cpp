@@ -119,7 +119,7 @@ bool Context::Backoff::tick(uint32_t spin) {
     // throughout, a rank blocked 5 s used 2.2 % of a core under load.
     if (!announced) {
       bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      heavy_fence_shared();  // Note [the doorbell]: the publisher's is a compiler barrier
       announced = true;
       seen = bell->rings.load(std::memory_order_acquire);
       return true;  // the caller checks its flag once more before the first sleep

@@ -15,7 +15,7 @@ namespace {
 
 struct Counters {
   std::atomic<uint64_t> sleeps{0}, rung{0}, changed{0}, timed_out{0}, wakes{0}, woke{0};
-  std::atomic<int64_t> last_wake_ns{0}, last_rung_ns{0};
+  std::atomic<int64_t> last_wake_ns{0}, first_wake_ns{0}, last_rung_ns{0};
   std::atomic<int> last_wait_end{-1};
 };
 Counters g_counters;
@@ -36,7 +36,10 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ti
 }  // namespace
 
 void ring_slow(Doorbell& bell) {
-  g_counters.last_wake_ns.store(now_ns(), std::memory_order_relaxed);  // before: a latency's start
+  const int64_t t = now_ns();  // before the call: a latency's start
+  g_counters.last_wake_ns.store(t, std::memory_order_relaxed);
+  int64_t none = 0;
+  g_counters.first_wake_ns.compare_exchange_strong(none, t, std::memory_order_relaxed);
   bell.rings.fetch_add(1, std::memory_order_release);
   const long woke = futex(&bell.rings, FUTEX_WAKE, INT_MAX, nullptr);
   g_counters.wakes.fetch_add(1, std::memory_order_relaxed);
@@ -74,9 +77,12 @@ DoorbellStats doorbell_stats() {
   s.wakes = g_counters.wakes.load(std::memory_order_relaxed);
   s.woke = g_counters.woke.load(std::memory_order_relaxed);
   s.last_wake_ns = g_counters.last_wake_ns.load(std::memory_order_relaxed);
+  s.first_wake_ns = g_counters.first_wake_ns.load(std::memory_order_relaxed);
   s.last_rung_ns = g_counters.last_rung_ns.load(std::memory_order_relaxed);
   s.last_wait_end = g_counters.last_wait_end.load(std::memory_order_relaxed);
   return s;
 }
+
+void mark_doorbell_stats() { g_counters.first_wake_ns.store(0, std::memory_order_relaxed); }
 
 }  // namespace gradwire::collectives

@@ -15,18 +15,26 @@
 // stay: they are what keeps an idle machine's latency) and leaves when its
 // wait ends; the rank that publishes a flag calls ring(), which issues
 // FUTEX_WAKE only while someone sleeps. No wake-up is lost (Dekker's
-// pattern, both sides with a seq_cst fence):
+// pattern):
 //   publisher: store the flag; fence; if sleepers > 0: ++rings, FUTEX_WAKE
 //   waiter:    ++sleepers; fence; b = rings; check the flag; FUTEX_WAIT(b)
 // Either the publisher sees the waiter announced, or the waiter's check
 // sees the flag. A FUTEX_WAIT always uses a `b` read before the latest
 // check, so a ring after that check makes rings != b and the wait returns
-// at once (EAGAIN); a ring before it made the check see the flag.
+// at once (EAGAIN); a ring before it made the check see the flag. The
+// publisher's fence is on every small collective's path, after a store to a
+// line its peers poll, where a full fence waits for that line (Note
+// [asymmetric fences]); so it is a compiler barrier and the waiter, about
+// to sleep anyway, pays a membarrier that fences the publisher's process
+// (Note [asymmetric fences between processes] in base/asymmetric_fence.h).
+// Whatever fails there, the sleep's timeout bounds a lost wake-up.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+
+#include "base/asymmetric_fence.h"
 
 namespace gradwire::collectives {
 
@@ -40,7 +48,7 @@ static_assert(sizeof(std::atomic<uint32_t>) == 4, "a futex word is 32 bits");
 // `bell`; a fence and one load when nobody does.
 void ring_slow(Doorbell& bell);
 inline void ring(Doorbell& bell) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  light_fence_shared();
   if (bell.sleepers.load(std::memory_order_relaxed) != 0) ring_slow(bell);
 }
 
@@ -62,11 +70,15 @@ struct DoorbellStats {
   uint64_t wakes = 0;      // FUTEX_WAKE calls (ring() that found a sleeper)
   uint64_t woke = 0;       // waiters those calls woke
   int64_t last_wake_ns = 0;    // when the last FUTEX_WAKE was issued
+  int64_t first_wake_ns = 0;   // ... the first since mark_doorbell_stats() (0: none)
   int64_t last_rung_ns = 0;    // when the last FUTEX_WAIT returned 0
   // How the last wait that slept ended: Rung or Changed (the bell), or
   // TimedOut (its flag seen after a timeout); -1 before any.
   int last_wait_end = -1;
 };
 DoorbellStats doorbell_stats();
+// Clears first_wake_ns: a publish rings once per flag it stores, and a
+// wake-up's latency counts from the first ring.
+void mark_doorbell_stats();
 
 }  // namespace gradwire::collectives

@@ -19,7 +19,7 @@
 //         on its own, so one round may miss it; 4 rounds all missing it
 //         needs the ring to land in a few-microsecond window four times;
 //       - the wake-up latency (the waiter's FUTEX_WAIT returning 0 after the
-//         FUTEX_WAKE, both CLOCK_MONOTONIC) is below 50 ms: a generous bound
+//         late rank's first FUTEX_WAKE, both CLOCK_MONOTONIC) is below 50 ms: a generous bound
 //         (a loaded 2-core VM's run queue can hold a woken thread for a
 //         scheduler slice or a few; the nap it replaces was up to 1 ms late
 //         on top of the same delays). GW_TEST_STRICT_WAKE_US=100 asserts the
@@ -63,6 +63,7 @@ int wake(Communicator& comm, int late_ms) {
   bool conclusive = false;
   for (int round = 0; round < 4; ++round, late_ms *= 2) {
     comm.barrier().wait();
+    collectives::mark_doorbell_stats();
     const DoorbellStats before = doorbell_stats();
     float x = 1.0f;
     if (r == late) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
@@ -80,7 +81,7 @@ int wake(Communicator& comm, int late_ms) {
     mine[kRungNs] = after.last_rung_ns;
     mine[kBackNs] = back;
     mine[kWakes] = int64_t(after.wakes - before.wakes);
-    mine[kWakeNs] = after.last_wake_ns;
+    mine[kWakeNs] = after.first_wake_ns;
     comm.allreduce(all.data(), all.data(), all.size(), DataType::Int64, ReduceOp::Sum).wait();
     // Every rank judges the same gathered figures alike (so all run the
     // same rounds); rank 0 prints.
