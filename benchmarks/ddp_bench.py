@@ -78,6 +78,19 @@ def train_step(net, optimizer, x, y):
     optimizer.step()
 
 
+def torchrun_env_from_mpirun(default_port):
+    """mpirun provides OMPI_COMM_WORLD_*; torch.distributed wants the
+    torchrun names (MASTER_PORT: DDP_BENCH_PORT or `default_port`).
+    Returns (rank, world size)."""
+    if "OMPI_COMM_WORLD_RANK" in os.environ:
+        os.environ.setdefault("RANK", os.environ["OMPI_COMM_WORLD_RANK"])
+        os.environ.setdefault("WORLD_SIZE", os.environ["OMPI_COMM_WORLD_SIZE"])
+        os.environ.setdefault("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", os.environ.get("DDP_BENCH_PORT", default_port))
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def make_model(a):
     return Cnn() if a.model == "cnn" else TinyLM()
 
@@ -172,15 +185,7 @@ def main() -> int:
     if a.backend == "gradwire" or a.mode == "paired":
         import gradwire.torch  # noqa: F401 - registers the backend
 
-    # mpirun provides OMPI_COMM_WORLD_*; torch.distributed wants the torchrun names.
-    if "OMPI_COMM_WORLD_RANK" in os.environ:
-        os.environ.setdefault("RANK", os.environ["OMPI_COMM_WORLD_RANK"])
-        os.environ.setdefault("WORLD_SIZE", os.environ["OMPI_COMM_WORLD_SIZE"])
-        os.environ.setdefault("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", os.environ.get("DDP_BENCH_PORT", "29531"))
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world = torchrun_env_from_mpirun("29531")
     if a.mode == "paired":
         return paired(a, rank, world)
     ddp_mode = a.mode == "ddp"

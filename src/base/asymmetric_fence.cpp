@@ -51,4 +51,25 @@ void heavy_fence() {
   }
 }
 
+bool shared_fences_ready() {
+  static const bool registered = [] {
+    if (const char* env = std::getenv("GRADWIRE_ASYMMETRIC_FENCES");
+        env && std::string_view(env) == "off") {
+      return false;
+    }
+    const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) return false;
+    return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+  }();
+  return registered;
+}
+
+void heavy_fence_shared() {
+  // The caller's own full fence first: membarrier orders the other
+  // processes' threads; this orders ours whatever the kernel did.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (shared_fences_ready()) membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 }  // namespace gradwire

@@ -53,4 +53,26 @@ inline void light_fence() {
 // inter-processor interrupt per CPU that runs one of our threads.
 void heavy_fence();
 
+// Note [asymmetric fences between processes]: the same pair for a Dekker
+// handshake whose two sides run in different processes (the doorbell of
+// Note [the doorbell] in collectives/doorbell.h): the hot side's fence is a
+// compiler barrier once this process is registered for
+// membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) (Linux 4.16), and the rare
+// side's is that membarrier, a full fence on every running thread of every
+// registered process. A process registers on its first light fence or when
+// it calls shared_fences_ready() (the shm layer does, when it maps its
+// peers, so before any handshake). A process whose registration failed
+// keeps full fences on its hot side. A side that is not covered (a peer
+// not registered yet) loses at most a wake-up, which the doorbell's
+// timeout bounds; nothing waits for it forever.
+bool shared_fences_ready();
+inline void light_fence_shared() {
+  if (shared_fences_ready()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+void heavy_fence_shared();
+
 }  // namespace gradwire

@@ -77,19 +77,60 @@ std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
 // peer that arrives after T of napping is noticed at most T/16 (and 1 ms)
 // late, and a wait of seconds costs a wake-up a millisecond (about 3 % of
 // a core). Callers check the deadline and the interrupt at every nap,
-// since a nap is no longer short.
+// since a nap is no longer short. A wait for a flag in shared memory that
+// names its publisher's doorbell sleeps on it instead (Note [the doorbell]
+// in collectives/doorbell.h): woken when the flag is published, so there
+// the sleep is 1 ms to 10 ms (the checks a little later, no lateness).
+// Note [yields that end]: the yields between the spin and the naps end
+// after kFlagSpinAlone polls or kLongestYield, whichever comes first. On an
+// idle machine a yield returns at once (1-2 us here) and the polls end it
+// (20-40 ms); when others want the core, each yield may wait a time slice,
+// and 20000 of them kept a rank blocked behind a late peer (4 ranks on the
+// 2-core VM, other jobs compiling) yielding for seconds: never asleep on
+// the doorbell (Note [the doorbell]), and a runnable task for the scheduler
+// all along. 2 ms: past it a wait is long, and the doorbell's wake-up
+// (tens of microseconds) is a few percent of it. Only waits with a
+// doorbell: a transport's wait (poll()) naps without one, late by up to
+// 1 ms, and its yields still end by count alone.
 bool Context::Backoff::tick(uint32_t spin) {
   if (idle < UINT32_MAX) ++idle;
   const uint32_t nap_after = std::max<uint32_t>(20000, 2 * spin);
   napped = idle > nap_after;
   if (idle <= spin) return false;
   if (!napped) {
-    sched_yield();
-    return false;
+    constexpr auto kLongestYield = std::chrono::milliseconds(2);
+    const auto now = bell ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (idle == spin + 1) yielding_since = now;
+    if (bell == nullptr || now - yielding_since < kLongestYield) {
+      sched_yield();
+      return false;
+    }
+    idle = nap_after + 1;  // Note [yields that end]: nap from here
+    napped = true;
   }
   constexpr auto kFirstNap = std::chrono::microseconds(50), kLongestNap = std::chrono::microseconds(1000);
   const auto now = std::chrono::steady_clock::now();
   if (idle == nap_after + 1) napping_since = now;
+  if (bell) {
+    // Note [the doorbell]: the peer wakes us when it publishes, so the
+    // timeout bounds only how late the deadline, the interrupt and the side
+    // progress are seen: 1/16 of the time slept so far, 1 ms to 10 ms (the
+    // interrupt comes from the watchdog, which looks every 100 ms). At 1 ms
+    // throughout, a rank blocked 5 s used 2.2 % of a core under load.
+    if (!announced) {
+      bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      heavy_fence_shared();  // Note [the doorbell]: the publisher's is a compiler barrier
+      announced = true;
+      seen = bell->rings.load(std::memory_order_acquire);
+      return true;  // the caller checks its flag once more before the first sleep
+    }
+    constexpr auto kLongestBellSleep = std::chrono::milliseconds(10);
+    last = int(sleep_on(*bell, seen, std::clamp<std::chrono::steady_clock::duration>(
+                                         (now - napping_since) / 16, kLongestNap,
+                                         kLongestBellSleep)));
+    seen = bell->rings.load(std::memory_order_acquire);
+    return true;
+  }
   std::this_thread::sleep_for(std::clamp<std::chrono::steady_clock::duration>(
       (now - napping_since) / 16, kFirstNap, kLongestNap));
   return true;

@@ -18,6 +18,7 @@
 
 #include "base/deadline.h"
 #include "base/work_state.h"
+#include "collectives/doorbell.h"
 #include "gradwire/options.h"
 #include "gradwire/types.h"
 #include "transport/transport.h"
@@ -143,10 +144,13 @@ class Context {
   // progress_or_fail. On expiry: Timeout naming `peer` and `waiting_for`.
   // A template, so that `done` is called directly: a std::function of a
   // lambda with more than two captures is a heap allocation per wait.
+  // `bell`: the doorbell of the rank that sets the flag `done` reads (Note
+  // [the doorbell]); the wait sleeps on it instead of napping.
   template <class Done>
-  void wait_for(const Done& done, int peer, std::string_view waiting_for) {
+  void wait_for(const Done& done, int peer, std::string_view waiting_for,
+                Doorbell* bell = nullptr) {
     if (done()) return;  // most waits of a small collective
-    Backoff ws;
+    Backoff ws(bell);
     do {
       idle_tick(ws, peer, waiting_for);
     } while (!done());
@@ -168,7 +172,21 @@ class Context {
   struct Backoff {
     uint32_t idle = 0;  // empty polls in a row
     bool napped = false;  // the last tick napped
-    std::chrono::steady_clock::time_point napping_since{}, give_up{};
+    std::chrono::steady_clock::time_point yielding_since{}, napping_since{}, give_up{};
+    // Note [the doorbell]: naps become sleeps on `bell`, if any.
+    Doorbell* bell = nullptr;
+    bool announced = false;  // counted in bell->sleepers
+    uint32_t seen = 0;       // bell->rings as read before the latest check
+    int last = -1;           // how the last sleep ended (a Woken), -1: none yet
+    Backoff() = default;
+    explicit Backoff(Doorbell* b) : bell(b) {}
+    Backoff(const Backoff&) = delete;
+    Backoff& operator=(const Backoff&) = delete;
+    ~Backoff() {
+      if (!announced) return;
+      bell->sleepers.fetch_sub(1, std::memory_order_release);
+      if (last >= 0) note_wait_end(Woken(last));
+    }
     // Counts an empty poll and spins, yields or naps; true if it napped.
     bool tick(uint32_t spin);
     void reset() { idle = 0, napped = false; }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/asymmetric_fence.h"
 #include "base/raise.h"
 #include "base/logging.h"
 #include "collectives/hierarchy.h"
@@ -94,6 +95,9 @@ Exchanged exchange_segments(const Peers& peers, size_t bytes, uint32_t id) {
 
 std::shared_ptr<Windows> open(const Peers& peers, const char* why) {
   auto windows = std::make_shared<Windows>(peers.rank, peers.size);
+  // Note [asymmetric fences between processes]: registered before the
+  // exchange, so before any peer can wait on this rank's doorbell.
+  shared_fences_ready();
   Exchanged ctl = exchange_segments(peers, control_bytes(peers.size), Descriptor::kNoWindow);
   if (ctl.direct) {
     // Only our own: a peer may already write its Control (a fresh segment

@@ -77,7 +77,7 @@ void wait_progress(Context& ctx, const Windows& w, uint64_t at_least,
     if (p == ctx.rank()) continue;
     Control& peer = w.control(p);
     ctx.wait_for([&] { return peer.progress.load(std::memory_order_acquire) >= at_least; }, p,
-                 what);
+                 what, &peer.bell);
   }
 }
 
@@ -153,12 +153,14 @@ void run_copy(Context& ctx, const Windows& w, const CollectiveCall& call,
         if (state.step == 0) {
           stage_blocks(mine, k);
           me.progress.store(2 * g + 1, std::memory_order_release);
+          ring(me.bell);  // Note [the doorbell]
           state.step = 1;
         }
         if (state.step == 1) {
           wait_progress(ctx, w, 2 * g + 1, " to stage its part of this collective");
           fold(g, own, recv + (b.offset[r] + own.first) * es, mine + size_t(r) * piece_bytes);
           me.progress.store(2 * g + 2, std::memory_order_release);
+          ring(me.bell);  // Note [the doorbell]
           state.step = 2;
         }
         wait_progress(ctx, w, 2 * g + 2, " to reduce its block of this collective");
@@ -168,6 +170,7 @@ void run_copy(Context& ctx, const Windows& w, const CollectiveCall& call,
         if (state.step == 0) {
           stage_blocks(mine, k);
           me.progress.store(2 * g + 2, std::memory_order_release);
+          ring(me.bell);  // Note [the doorbell]
           state.step = 1;
         }
         wait_progress(ctx, w, 2 * g + 1, " to stage its part of this collective");
@@ -183,6 +186,7 @@ void run_copy(Context& ctx, const Windows& w, const CollectiveCall& call,
           std::byte* dst = recv + (b.offset[r] + own.first) * es;
           if (own.len) kernels::copy_for_peers(mine, src, own.len * es);
           me.progress.store(2 * g + 2, std::memory_order_release);
+          ring(me.bell);  // Note [the doorbell]
           if (own.len && dst != src) kernels::copy(dst, src, own.len * es);
           state.step = 1;
         }

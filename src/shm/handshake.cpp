@@ -64,7 +64,7 @@ void wait_until_free(Context& ctx, const Windows& w) {
       ctx.wait_for([&] {
         seen[p] = peer.consumed.load(std::memory_order_acquire);
         return seen[p] >= before;
-      }, p, " to finish reading an earlier collective");
+      }, p, " to finish reading an earlier collective", &peer.bell);
     }
   }
   w.last_handshake[seq1 % kDepth] = seq1;
@@ -83,6 +83,7 @@ void publish(Context& ctx, const Windows& w, const Descriptor& mine) {
               sizeof(Descriptor) - sizeof(d.seq1));
   __atomic_store_n(&d.seq1, seq1, __ATOMIC_RELEASE);
   me.arrived.store(seq1, std::memory_order_release);
+  ring(me.bell);  // Note [the doorbell]
 }
 
 Descriptor collect_one(Context& ctx, const Windows& w, int p) {
@@ -99,7 +100,7 @@ Descriptor collect_one(Context& ctx, const Windows& w, int p) {
   ctx.wait_for([&] {
     return __atomic_load_n(&line.seq1, __ATOMIC_ACQUIRE) == seq1 ||
            ((++polls & 63u) == 0 && peer.arrived.load(std::memory_order_acquire) >= seq1);
-  }, p, " to enter this collective");
+  }, p, " to enter this collective", &peer.bell);
   const Descriptor d = line;
   if (d.seq1 != seq1) {
     raise(ErrorCode::Mismatch, "{}: rank {} entered collective #{} where this rank entered #{}; "
@@ -146,17 +147,21 @@ void check_same_call(Context& ctx, const std::vector<Descriptor>& all) {
 
 void depart(Context& ctx, const Windows& w) {
   const uint64_t seq1 = w.seq1(ctx.seq());
-  w.control(ctx.rank()).departed.store(seq1, std::memory_order_release);
+  Control& me = w.control(ctx.rank());
+  me.departed.store(seq1, std::memory_order_release);
+  ring(me.bell);
   for (int p = 0; p < ctx.size(); ++p) {
     if (p == ctx.rank()) continue;
     Control& peer = w.control(p);
     ctx.wait_for([&] { return peer.departed.load(std::memory_order_acquire) >= seq1; }, p,
-                 " to finish this collective");
+                 " to finish this collective", &peer.bell);
   }
 }
 
 void consumed(Context& ctx, const Windows& w) {
-  w.control(ctx.rank()).consumed.store(w.seq1(ctx.seq()), std::memory_order_release);
+  Control& me = w.control(ctx.rank());
+  me.consumed.store(w.seq1(ctx.seq()), std::memory_order_release);
+  ring(me.bell);
 }
 
 }  // namespace gradwire::shm

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/fd.h"
+#include "collectives/doorbell.h"
 #include "shm/mailbox.h"
 
 namespace gradwire {
@@ -97,6 +98,10 @@ struct Control {
   // results of round g are (reduce_scatter and allgather, which stage no
   // results, raise it to 2g + 2 at once).
   alignas(128) std::atomic<uint64_t> progress{0};
+  // Note [the doorbell] in collectives/doorbell.h: rung after each store to
+  // the flags above (and a descriptor's seq1); peers waiting for them sleep
+  // on it.
+  alignas(128) collectives::Doorbell bell;
   DescriptorSlot desc[kDepth];            // indexed by seq % kDepth
 };
 
