@@ -61,13 +61,6 @@ __global__ void widen_kernel(float* __restrict__ dst, const uint16_t* __restrict
   for (size_t i = packs * 4 + tid; i < n; i += stride) dst[i] = F(src[i]);
 }
 
-void check(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
-
 template <uint16_t (*F)(float)>
 void narrow(uint16_t* dst, const float* src, size_t n, void* stream, const char* what) {
   if (n == 0) return;

@@ -9,19 +9,13 @@
 #include "gradwire/error.h"
 #include "kernels/compress_math.h"
 #include "kernels/cuda/compress.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/reduce_math.h"
 
 namespace gradwire::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-void check(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
 
 unsigned blocks_for(size_t n) {
   const size_t b = (n + kThreads - 1) / kThreads;

@@ -1,12 +1,15 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
-// Grid sizing shared by the grid-stride kernels of kernels/cuda (host code,
-// included by .cu files only).
+// Grid sizing and launch checks shared by the kernels of kernels/cuda (host
+// code, included by .cu files only).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include "gradwire/error.h"
 
 namespace gradwire::kernels::cuda {
 
@@ -30,6 +33,15 @@ inline unsigned grid_for(size_t work, int threads) {
   const size_t cap = size_t(cached_sms) * 16;
   if (blocks > cap) blocks = cap;
   return unsigned(blocks ? blocks : 1);
+}
+
+// Throws Internal naming `what` if the last launch on this thread failed.
+inline void check(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw Error(ErrorCode::Internal,
+                std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
+  }
 }
 
 // Whether 16-byte vector loads and stores may be used at `p`.

@@ -37,13 +37,6 @@ constexpr int kTargetBlocks = 512;  // project_transposed: blocks to aim for
 constexpr int kTileV = 1024;        // project, 16-byte path: columns per staged tile
 constexpr int kExpandRows = 4;      // expand, 16-byte path: rows per iteration (Note [rows in flight])
 
-void check(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
-
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // Pt[k0 + c][i] = sum_j M[i][j] * Qt[k0 + c][j] for c < kr. A block takes 16

@@ -16,12 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kPartials = 512;  // blocks of sum_squares_fixed
 
-void check(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw Error(ErrorCode::Internal, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 #define GW_FOR_EACH(i, n)                                                                    \

@@ -16,14 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-void check(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw Error(ErrorCode::Internal,
-                std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
-
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // One thread block per quantization block (grid-stride over the blocks):
