@@ -40,7 +40,7 @@ int fail(int rank, const std::string& what) {
 // Element i of rank r's input: small integers, so float32 sums are exact.
 float value(int r, size_t i) { return float((r + 1) * int(i % 7 + 1)); }
 
-int collectives(Communicator& comm, int rounds) {
+int run_collectives(Communicator& comm, int rounds) {
   const int n = comm.size(), r = comm.rank();
   const size_t sizes[] = {1, 7, 1000, 16384, 70000, size_t(1) << 20};
   for (int round = 0; round < rounds; ++round) {
@@ -162,6 +162,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto comm = Communicator::create();
-  return mode == "collectives" ? collectives(*comm, std::atoi(argv[2]))
+  return mode == "collectives" ? run_collectives(*comm, std::atoi(argv[2]))
                                : spin(*comm, std::atoi(argv[2]));
 }
