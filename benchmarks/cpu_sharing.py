@@ -13,8 +13,10 @@ torch.utils.data.DataLoader with W worker processes that decode JPEG images
 (PIL) and augment them (random crop, flip, normalise) on the same cores; a
 thread of the rank drains it as fast as the workers deliver, and the images
 delivered during each backend's blocks are that backend's loader
-throughput (the work the engine would steal from). Busy processes and
-oversubscribed ranks are the launcher's business.
+throughput (the work the engine would steal from). Busy processes,
+oversubscribed ranks and gradwire's spin budget (GRADWIRE_SPIN_US, which
+the launcher exports: `benchmarks/cpu-sharing --spin-budget "auto 0"`)
+are the launcher's business.
 
 Per backend, from /proc/self/task/*/schedstat (CPU ns, run-queue wait ns,
 exact, per thread):

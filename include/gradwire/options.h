@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,19 @@ struct GRADWIRE_API Options {
     // receiver straight from the sender's memory (process_vm_readv) where
     // the kernel allows it (GRADWIRE_P2P_SINGLE_COPY=auto|off).
     bool p2p_single_copy = true;
+    // How long a rank that waits for a peer keeps its core, busy-polling,
+    // before it gives the core away: sleeps on the peer's doorbell, hands a
+    // collective it runs on the caller's thread to the engine thread, or
+    // yields where nothing can wake it (Note [the spin budget] in
+    // collectives/context.cpp says which waits it governs and why).
+    // Unset = auto, the default: tens of microseconds when this host runs
+    // no more of the job's ranks than it has cores and the process is not
+    // being preempted by other work, a few hundred polls otherwise. 0 = never spin: give the core away at once (a busy
+    // machine, at the cost of a wake-up's latency, tens of microseconds,
+    // per wait). At most kMaxSpinBudget. Each communicator uses its own;
+    // ranks may differ (GRADWIRE_SPIN_US=auto or microseconds).
+    std::optional<std::chrono::microseconds> spin_budget;
+    static constexpr std::chrono::microseconds kMaxSpinBudget{1000000};
   } collectives;
 
   struct Device {

@@ -42,6 +42,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GRADWIRE_ELASTIC_MIN_SIZE",    "GRADWIRE_ELASTIC_MAX_SIZE",  // elastic/group.cpp
     "GRADWIRE_HOST_LOST_S",         // runtime/watchdog.cpp (Note [heartbeats between hosts])
     "GRADWIRE_STRAGGLER_WINDOW_S",  "GRADWIRE_STRAGGLER_THRESHOLD",
+    "GRADWIRE_SPIN_US",
 };
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -72,7 +73,8 @@ constexpr const char* kNumbersAndChoices[] = {
     "GRADWIRE_SHM_RECLAIM",   "GRADWIRE_SHM_COLLECTIVES",      "GRADWIRE_P2P_SINGLE_COPY",
     "GRADWIRE_ELASTIC_SETTLE_S", "GRADWIRE_LIVENESS_S",      "GRADWIRE_ASYMMETRIC_FENCES",
     "GRADWIRE_ETCD_TTL_S",    "GRADWIRE_ELASTIC_MIN_SIZE",     "GRADWIRE_ELASTIC_MAX_SIZE",
-    "GRADWIRE_HOST_LOST_S",   "GRADWIRE_STRAGGLER_WINDOW_S",   "GRADWIRE_STRAGGLER_THRESHOLD"};
+    "GRADWIRE_HOST_LOST_S",   "GRADWIRE_STRAGGLER_WINDOW_S",   "GRADWIRE_STRAGGLER_THRESHOLD",
+    "GRADWIRE_SPIN_US"};
 
 const char* value_of(const char* name) {
   const char* v = std::getenv(name);
@@ -217,6 +219,23 @@ Options Options::with_env_overrides() const {
     }
     o.diagnostics.straggler_threshold = x;
   }
+  if (const char* v = value_of("GRADWIRE_SPIN_US")) {
+    // Note [the spin budget] in collectives/context.cpp.
+    const std::string_view s(v);
+    constexpr int64_t kMax = Options::Collectives::kMaxSpinBudget.count();
+    int64_t us = -1;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), us);
+    if (s == "auto") {
+      o.collectives.spin_budget.reset();
+    } else if (ec == std::errc() && end == s.data() + s.size() && us >= 0 && us <= kMax) {
+      o.collectives.spin_budget = std::chrono::microseconds(us);
+    } else {
+      raise(ErrorCode::InvalidArgument,
+            "GRADWIRE_SPIN_US='{}' must be 'auto' or a whole number of microseconds in [0, {}] "
+            "(how long a waiting rank busy-polls before it gives its core away; 0: never)",
+            v, kMax);
+    }
+  }
   if (const char* v = value_of("GRADWIRE_ASYNC_ERROR_HANDLING")) {
     std::string_view s(v);
     if (s == "abort") o.diagnostics.abort_process_on_error = true;
@@ -282,6 +301,12 @@ void Options::validate() const {
     raise(ErrorCode::InvalidArgument,
           "Options::diagnostics.straggler_threshold / GRADWIRE_STRAGGLER_THRESHOLD = {} is not a "
           "fraction in (0, 1]", threshold);
+  }
+  if (const auto& spin = collectives.spin_budget;
+      spin && (spin->count() < 0 || *spin > Collectives::kMaxSpinBudget)) {
+    raise(ErrorCode::InvalidArgument,
+          "Options::collectives.spin_budget / GRADWIRE_SPIN_US = {} us is out of range [0, {}] "
+          "(0: never spin; unset: auto)", spin->count(), Collectives::kMaxSpinBudget.count());
   }
   for (char c : provider) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '_' || c == '-')) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "base/raise.h"
@@ -67,6 +68,13 @@ namespace {
 // its rank's core with the training thread that overlaps with it.
 constexpr uint32_t kTransportSpin = 2000, kFlagSpinShared = 200, kFlagSpinAlone = 20000;
 std::atomic<uint32_t> g_flag_spin{kFlagSpinShared};
+// Note [spins that adapt]: the two inputs of g_flag_spin.
+std::atomic<bool> g_ranks_fit{false}, g_contended{false};
+void choose_flag_spin() {
+  const bool alone = g_ranks_fit.load(std::memory_order_relaxed) &&
+                     !g_contended.load(std::memory_order_relaxed);
+  g_flag_spin.store(alone ? kFlagSpinAlone : kFlagSpinShared, std::memory_order_relaxed);
+}
 }  // namespace
 
 // Note [naps that grow]: a nap is a timer wake-up and two context switches,
@@ -108,9 +116,14 @@ bool Context::Backoff::tick(uint32_t spin) {
     idle = nap_after + 1;  // Note [yields that end]: nap from here
     napped = true;
   }
+  return rest();
+}
+
+bool Context::Backoff::rest() {
+  napped = true;
   constexpr auto kFirstNap = std::chrono::microseconds(50), kLongestNap = std::chrono::microseconds(1000);
   const auto now = std::chrono::steady_clock::now();
-  if (idle == nap_after + 1) napping_since = now;
+  if (!resting) resting = true, napping_since = now;
   if (bell) {
     // Note [the doorbell]: the peer wakes us when it publishes, so the
     // timeout bounds only how late the deadline, the interrupt and the side
@@ -121,6 +134,7 @@ bool Context::Backoff::tick(uint32_t spin) {
       bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
       heavy_fence_shared();  // Note [the doorbell]: the publisher's is a compiler barrier
       announced = true;
+      note_sleep_start(idle);
       seen = bell->rings.load(std::memory_order_acquire);
       return true;  // the caller checks its flag once more before the first sleep
     }
@@ -136,14 +150,100 @@ bool Context::Backoff::tick(uint32_t spin) {
   return true;
 }
 
+// Note [the spin budget]: Options::collectives.spin_budget
+// (GRADWIRE_SPIN_US) replaces the spins of Note [backoff when idle] with a
+// time users can reason about: how long a waiting thread keeps its core
+// busy-polling before it gives it away. Unset (auto, the default) keeps
+// them exactly as they are: kFlagSpinAlone or kFlagSpinShared polls by
+// set_host_ranks, the inline budget kInlineSpin (runtime/submit.h), the
+// transport's kTransportSpin, and the yields between spin and sleep. An
+// explicit budget B governs each wait of a collective:
+//  - a wait for a flag in shared memory (wait_for, on either thread)
+//    polls for B, then sleeps on the publisher's doorbell at once, without
+//    the yields of Note [yields that end]: on an idle machine a yield
+//    returns at once and is only a slower spin, which B says to stop; on a
+//    busy one the doorbell already wakes us within tens of microseconds;
+//  - on a caller's thread (Note [inline small collectives]) the end of
+//    B's spin is also where the collective goes to the engine thread
+//    (WouldBlock) instead of kInlineSpin: with B = 0 the first wait that
+//    finds a peer absent hands off, so the caller never spins, and with a
+//    large B a caller may be held that long by a late peer. The engine
+//    thread's wait then spins B again, at most 2B per wait in all;
+//  - a transport wait (poll()) polls the provider for B instead of
+//    kTransportSpin polls, then yields and naps as before (the yields end
+//    at the 20000th poll of the wait, spin included): it has no
+//    doorbell (a provider's completion cannot ring our futex), so sleeping
+//    at once would leave a message up to a nap (1 ms) unnoticed; the yields
+//    give the core to whoever wants it and cost nothing when nobody does.
+// Not covered: point-to-point waits (Note [waiters drive progress] in
+// base/work_state.h) spin flag_spin() polls, except that B = 0 makes them
+// yield at once (runtime/p2p.cpp); the base layer sees no Options.
+// The clock is read every 64th poll of a flag (a poll is a load, a clock
+// read ~20 ns) and at every transport poll (a provider call, far more than
+// a clock read), so B is kept to within ~64 polls.
+// Per communicator, not per process: a Context reads its own
+// communicator's options, so two communicators with different budgets each
+// wait with theirs (only auto's host-rank count is per process, the last
+// world's). Ranks may differ (a rank that shares its host with a data
+// loader can give its core away while the others spin): the budget
+// changes when a wait gives up its core, never which messages flow, so it
+// is not among the options setup.cpp requires to agree.
+bool Context::Backoff::spinning(std::chrono::microseconds budget, uint32_t mask) {
+  if (spun) return false;
+  if (idle < UINT32_MAX) ++idle;
+  if (budget.count() > 0 && (idle & mask) != 0) return true;
+  if (budget.count() > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (spin_end == std::chrono::steady_clock::time_point{}) {
+      spin_end = now + budget;  // from the first clock read: ~64 polls late at most
+      return true;
+    }
+    if (now < spin_end) return true;
+  }
+  spun = true;
+  spin_polls = idle;
+  return false;
+}
+
 void set_host_ranks(int ranks) {
   // Online CPUs, not this process's affinity: mpirun binds each rank to one
   // core, which says nothing about sharing. A cgroup cpuset smaller than
   // the machine is not seen; there an inline wait spins up to its budget
   // (kInlineSpin, 200 us) before handing off, which bounds the cost.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  g_flag_spin.store(unsigned(ranks) <= cores ? kFlagSpinAlone : kFlagSpinShared,
-                    std::memory_order_relaxed);
+  g_ranks_fit.store(unsigned(ranks) <= cores, std::memory_order_relaxed);
+  choose_flag_spin();
+}
+
+// Note [spins that adapt]: set_host_ranks sees only the job's own ranks; a
+// host whose cores are busy with other work (a data loader's workers,
+// another job, a build) looks idle to it, and the caller's long spin
+// (kFlagSpinAlone) then burns a slice that the process we wait for, or
+// the one that shares our core, needed. What shows it cheaply is being
+// preempted: an involuntary context switch happens only when another task
+// wanted this core. The watchdog samples the process's count (getrusage,
+// ~1 us) every ~100 ms; over kContendedPerSecond (50/s: a core shared
+// with one busy loop preempts a thread every few milliseconds, hundreds
+// a second; an idle host's own wake-ups, the watchdog and engine threads,
+// a few a second) auto uses kFlagSpinShared until a window below the rate.
+// On an idle machine nothing preempts, so its latency is kept. Explicit
+// budgets (Note [the spin budget]) are left alone: they say what to do.
+// How long peers take is not followed: the doorbell (Note [the doorbell])
+// already makes sleeping on a late peer cheap to wake from, and a per-peer
+// history would cost every wait a store.
+void note_preemptions(uint64_t preemptions, std::chrono::steady_clock::time_point now) {
+  static std::mutex mu;  // one watchdog per communicator: several may sample
+  static uint64_t last = 0;
+  static std::chrono::steady_clock::time_point since{};
+  std::lock_guard<std::mutex> lk(mu);
+  if (since == std::chrono::steady_clock::time_point{} || preemptions < last) {
+    last = preemptions, since = now;
+    return;
+  }
+  if (now - since < std::chrono::milliseconds(90)) return;  // a window of ~100 ms at least
+  g_contended.store(core_contended(preemptions - last, now - since), std::memory_order_relaxed);
+  last = preemptions, since = now;
+  choose_flag_spin();
 }
 
 uint32_t flag_spin() { return g_flag_spin.load(std::memory_order_relaxed); }
@@ -154,6 +254,11 @@ void Context::poll() {
     return;
   }
   if (side_ && ((backoff_.idle & 15u) == 15u || backoff_.napped)) side_->poll();
+  if (const auto& budget = options_.collectives.spin_budget) {
+    // Note [the spin budget]: poll for the budget, then yield and nap.
+    if (!backoff_.spinning(*budget, 0)) backoff_.tick(std::min(backoff_.spin_polls, kTransportSpin));
+    return;
+  }
   backoff_.tick(kTransportSpin);
 }
 
@@ -218,14 +323,24 @@ void Context::progress_or_fail(const Request& blocking) {
 
 void Context::idle_tick(Backoff& ws, int peer, std::string_view waiting_for) {
   const uint32_t idle = ws.idle + 1;
-  // The clock is read from the 64th empty poll on: most waits end sooner.
-  if (spin_budget_.count() && (idle & 63u) == 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (idle == 64) ws.give_up = now + spin_budget_;
-    else if (now > ws.give_up) throw WouldBlock{};
+  bool napped = false;
+  if (const auto& budget = options_.collectives.spin_budget) {
+    // Note [the spin budget]: poll for the budget; then a caller's thread
+    // hands off, the engine's sleeps on the doorbell.
+    if (!ws.spinning(*budget, 63u)) {
+      if (spin_budget_.count()) throw WouldBlock{};
+      napped = ws.bell ? ws.rest() : ws.tick(std::min(ws.spin_polls, kTransportSpin));
+    }
+  } else {
+    // The clock is read from the 64th empty poll on: most waits end sooner.
+    if (spin_budget_.count() && (idle & 63u) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (idle == 64) ws.give_up = now + spin_budget_;
+      else if (now > ws.give_up) throw WouldBlock{};
+    }
+    napped =
+        ws.tick(spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed) : kFlagSpinShared);
   }
-  const bool napped =
-      ws.tick(spin_budget_.count() ? g_flag_spin.load(std::memory_order_relaxed) : kFlagSpinShared);
   if (side_ && ((idle & 15u) == 0 || napped)) side_->poll();
   if ((idle & 255u) == 0 || napped) check_wait("waiting for", peer, waiting_for);
 }

@@ -71,8 +71,20 @@ struct WouldBlock {};
 // this host (set by the world communicator's creation; the last one wins).
 void set_host_ranks(int ranks);
 // Polls of a shared-memory flag before a caller's thread yields (the same
-// note): long when every rank of this host has a core, short otherwise.
+// note): long when every rank of this host has a core and this process is
+// not being preempted (Note [spins that adapt]), short otherwise.
 uint32_t flag_spin();
+// Note [spins that adapt] in context.cpp: `preemptions`, this process's
+// involuntary context switches so far (getrusage's ru_nivcsw), sampled
+// every ~100 ms by the watchdog; a rate above kContendedPerSecond over the
+// last window makes auto's spin short until a window below it.
+void note_preemptions(uint64_t preemptions, std::chrono::steady_clock::time_point now);
+inline constexpr uint64_t kContendedPerSecond = 50;
+// The rule itself (pure): `preemptions` in `window` mean a shared core.
+inline bool core_contended(uint64_t preemptions, std::chrono::nanoseconds window) {
+  return window.count() > 0 &&
+         double(preemptions) * 1e9 >= double(kContendedPerSecond) * double(window.count());
+}
 
 class Context {
  public:
@@ -156,7 +168,9 @@ class Context {
     } while (!done());
   }
   // On a caller's thread: wait_for throws WouldBlock once one wait has
-  // found nothing for `budget`. Zero: never.
+  // found nothing for `budget` (with an explicit Options spin budget: once
+  // its spin ends, Note [the spin budget] in context.cpp). Zero: never (the
+  // engine thread).
   void set_spin_budget(std::chrono::microseconds budget) { spin_budget_ = budget; }
   // Note [point-to-point on one host] in runtime/p2p.h: what idle waits
   // also advance (every 16th idle poll), so a rank inside a collective
@@ -189,7 +203,17 @@ class Context {
     }
     // Counts an empty poll and spins, yields or naps; true if it napped.
     bool tick(uint32_t spin);
-    void reset() { idle = 0, napped = false; }
+    // The sleeping phase alone (a nap, or a sleep on `bell`); true.
+    bool rest();
+    // Note [the spin budget] in context.cpp: counts an empty poll of an
+    // explicit budget's spin; true while it lasts (the clock is read when
+    // `idle & mask` is 0). When it ends, `spin_polls` is how many it took.
+    bool spinning(std::chrono::microseconds budget, uint32_t mask);
+    bool resting = false;  // rest() has begun
+    bool spun = false;     // an explicit budget's spin is over
+    uint32_t spin_polls = 0;
+    std::chrono::steady_clock::time_point spin_end{};
+    void reset() { idle = 0, napped = resting = spun = false, spin_end = {}; }
   };
   // One empty poll of wait_for: back off, check the spin budget, the
   // deadline and the interrupt.

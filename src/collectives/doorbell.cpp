@@ -17,6 +17,7 @@ struct Counters {
   std::atomic<uint64_t> sleeps{0}, rung{0}, changed{0}, timed_out{0}, wakes{0}, woke{0};
   std::atomic<int64_t> last_wake_ns{0}, first_wake_ns{0}, last_rung_ns{0};
   std::atomic<int> last_wait_end{-1};
+  std::atomic<uint32_t> last_polls_before_sleep{0};
 };
 Counters g_counters;
 
@@ -68,6 +69,10 @@ void note_wait_end(Woken how) {
   g_counters.last_wait_end.store(int(how), std::memory_order_relaxed);
 }
 
+void note_sleep_start(uint32_t polls) {
+  g_counters.last_polls_before_sleep.store(polls, std::memory_order_relaxed);
+}
+
 DoorbellStats doorbell_stats() {
   DoorbellStats s;
   s.sleeps = g_counters.sleeps.load(std::memory_order_relaxed);
@@ -80,6 +85,7 @@ DoorbellStats doorbell_stats() {
   s.first_wake_ns = g_counters.first_wake_ns.load(std::memory_order_relaxed);
   s.last_rung_ns = g_counters.last_rung_ns.load(std::memory_order_relaxed);
   s.last_wait_end = g_counters.last_wait_end.load(std::memory_order_relaxed);
+  s.last_polls_before_sleep = g_counters.last_polls_before_sleep.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -58,6 +58,8 @@ enum class Woken { Rung, Changed, TimedOut, Interrupted };
 Woken sleep_on(Doorbell& bell, uint32_t seen, std::chrono::nanoseconds timeout);
 // A wait that slept has ended; `how` its last sleep ended (for the stats).
 void note_wait_end(Woken how);
+// A wait announced itself to sleep after `polls` empty polls (for the stats).
+void note_sleep_start(uint32_t polls);
 
 // Counters of this process's doorbells, for tests and benchmarks (relaxed;
 // times are steady_clock nanoseconds, the same clock in every process of a
@@ -75,6 +77,10 @@ struct DoorbellStats {
   // How the last wait that slept ended: Rung or Changed (the bell), or
   // TimedOut (its flag seen after a timeout); -1 before any.
   int last_wait_end = -1;
+  // Empty polls (spins and yields) the last wait that slept made before it
+  // announced itself: 1 with a spin budget of 0 (Note [the spin budget] in
+  // collectives/context.cpp), thousands with auto's spin and yields.
+  uint32_t last_polls_before_sleep = 0;
 };
 DoorbellStats doorbell_stats();
 // Clears first_wake_ns: a publish rings once per flag it stores, and a

@@ -85,7 +85,9 @@ PointToPoint::Mode PointToPoint::mode() {
       bulk_out_[r] = shm::BulkWriter(windows->mailbox(comm_.rank, r));
       bulk_in_[r] = shm::BulkReader(windows->mailbox(r, comm_.rank));
     }
-    mail_->spin = collectives::flag_spin();
+    // Note [the spin budget] in collectives/context.cpp: 0 yields at once.
+    const auto& budget = comm_.options.collectives.spin_budget;
+    mail_->spin = budget && budget->count() == 0 ? 0 : collectives::flag_spin();
     single_copy_ = comm_.options.collectives.p2p_single_copy;
     canary_ = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}() ^
               uint64_t(reinterpret_cast<uintptr_t>(this));

@@ -30,7 +30,9 @@ namespace detail_submit {
 // blocks its caller on a late peer for long. Longer than a thread wake-up
 // (~10 us here): a peer whose last collective ended on its engine thread
 // is that much late, and a shorter budget made both ranks hand off on
-// every call in turn (7-11 us a collective instead of 1-2).
+// every call in turn (7-11 us a collective instead of 1-2). An explicit
+// Options spin budget replaces it (Note [the spin budget] in
+// collectives/context.cpp).
 inline constexpr std::chrono::microseconds kInlineSpin{200};
 
 // A task of submit_task as the engine thread runs it: never on a caller's thread.

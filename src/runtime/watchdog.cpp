@@ -2,6 +2,7 @@
 #include "runtime/watchdog.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bootstrap/store.h"
+#include "collectives/context.h"
 #include "runtime/communicator_impl.h"
 #include "base/raise.h"
 #include "diag/flight_recorder.h"
@@ -311,6 +313,10 @@ void Watchdog::loop(std::shared_ptr<Shared> sh, CommunicatorImpl* comm, bootstra
     sh->store_gone = kStoreGone;
   };
   for (;;) {
+    // Note [spins that adapt] in collectives/context.cpp: every ~100 ms.
+    if (rusage ru{}; getrusage(RUSAGE_SELF, &ru) == 0) {
+      collectives::note_preemptions(uint64_t(ru.ru_nivcsw), steady_clock::now());
+    }
     bool report_store_lost = false;  // decided under the locks, reported after them
     std::string report_dead;         // likewise: the collective a dead peer left waiting
     int64_t progress = -1;

@@ -25,6 +25,10 @@
 //         on top of the same delays). GW_TEST_STRICT_WAKE_US=100 asserts the
 //         issue's 100 us instead, for a quiet machine.
 //     The measured latencies are printed.
+//     With GRADWIRE_SPIN_US=0 (Note [the spin budget] in
+//     src/collectives/context.cpp) also: every waiter that slept announced
+//     itself after at most 64 empty polls (1 expected: no spin, no yields;
+//     auto makes hundreds to tens of thousands first), a count, not a time.
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,13 +56,15 @@ int64_t now_ns() {
 }
 
 // What each rank reports of one round.
-enum Field { kSlept, kEnd, kRungNs, kBackNs, kWakes, kWakeNs, kFields };
+enum Field { kSlept, kEnd, kRungNs, kBackNs, kWakes, kWakeNs, kPolls, kFields };
 
 int wake(Communicator& comm, int late_ms) {
   const int n = comm.size(), r = comm.rank(), late = n - 1;
   const double strict_us =
       std::getenv("GW_TEST_STRICT_WAKE_US") ? std::atof(std::getenv("GW_TEST_STRICT_WAKE_US")) : 0;
   const double bound_us = strict_us > 0 ? strict_us : 50000.0;
+  const char* spin_us = std::getenv("GRADWIRE_SPIN_US");
+  const bool no_spin = spin_us && std::string(spin_us) == "0";
   std::vector<bool> by_bell(size_t(n), false);
   bool conclusive = false;
   for (int round = 0; round < 4; ++round, late_ms *= 2) {
@@ -82,6 +88,7 @@ int wake(Communicator& comm, int late_ms) {
     mine[kBackNs] = back;
     mine[kWakes] = int64_t(after.wakes - before.wakes);
     mine[kWakeNs] = after.first_wake_ns;
+    mine[kPolls] = after.last_polls_before_sleep;
     comm.allreduce(all.data(), all.data(), all.size(), DataType::Int64, ReduceOp::Sum).wait();
     // Every rank judges the same gathered figures alike (so all run the
     // same rounds); rank 0 prints.
@@ -112,10 +119,15 @@ int wake(Communicator& comm, int late_ms) {
       const bool bell = P[kEnd] == int(Woken::Rung) || P[kEnd] == int(Woken::Changed);
       const double wake_us = P[kEnd] == int(Woken::Rung) ? (P[kRungNs] - L[kWakeNs]) / 1e3 : -1;
       const double back_us = (P[kBackNs] - L[kWakeNs]) / 1e3;
-      if (say) std::fprintf(stderr, "[rank 0] round %d: rank %d slept %lld times, woken by %s; futex "
-                   "wake-up %.1f us, back from the allreduce %.1f us after the FUTEX_WAKE\n",
-                   round, p, (long long)P[kSlept],
+      if (say) std::fprintf(stderr, "[rank 0] round %d: rank %d slept %lld times (after %lld polls), "
+                   "woken by %s; futex wake-up %.1f us, back from the allreduce %.1f us after the "
+                   "FUTEX_WAKE\n", round, p, (long long)P[kSlept], (long long)P[kPolls],
                    bell ? "the doorbell" : "its timeout", wake_us, back_us);
+      if (no_spin && P[kPolls] > 64) {
+        if (say) std::fprintf(stderr, "[rank 0] doorbell wake: FAIL: GRADWIRE_SPIN_US=0 but rank %d "
+                     "polled %lld times before it slept\n", p, (long long)P[kPolls]);
+        return 1;
+      }
       if (bell && wake_us > bound_us) {
         if (say) std::fprintf(stderr, "[rank 0] doorbell wake: FAIL: rank %d woke %.1f us after the ring "
                      "(bound %.0f us)\n", p, wake_us, bound_us);

@@ -208,5 +208,51 @@ TEST(Options, StragglerDetection) {
   expect_invalid(o, "straggler_window");
 }
 
+// Note [the spin budget]: auto (unset) by default; else whole
+// microseconds in [0, 1 s]; every malformed value names the variable, the
+// value and the range.
+TEST(Options, SpinBudget) {
+  EXPECT_FALSE(Options{}.collectives.spin_budget.has_value());
+  EXPECT_FALSE(Options{}.with_env_overrides().collectives.spin_budget.has_value());
+  const std::pair<const char*, long> good[] = {{"0", 0}, {"1", 1}, {"250", 250},
+                                               {"1000000", 1000000}, {"007", 7}};
+  for (const auto& [text, us] : good) {
+    ScopedEnv a("GRADWIRE_SPIN_US", text);
+    const Options o = Options{}.with_env_overrides();
+    ASSERT_TRUE(o.collectives.spin_budget.has_value()) << text;
+    EXPECT_EQ(o.collectives.spin_budget->count(), us) << text;
+    EXPECT_NO_THROW(o.validate());
+  }
+  {
+    // The variable overrides an explicit field, "auto" included.
+    ScopedEnv a("GRADWIRE_SPIN_US", "auto");
+    Options o;
+    o.collectives.spin_budget = std::chrono::microseconds(5);
+    EXPECT_FALSE(o.with_env_overrides().collectives.spin_budget.has_value());
+  }
+  for (const char* bad : {"-1", "1000001", "99999999999999999999", "ten", "10us", "1.5",
+                          " 5", "5 ", "+5", "0x10", "AUTO", "auto "}) {
+    ScopedEnv a("GRADWIRE_SPIN_US", bad);
+    expect_invalid({}, std::string("GRADWIRE_SPIN_US='") + bad +
+                           "' must be 'auto' or a whole number of microseconds in [0, 1000000]");
+  }
+  {
+    ScopedEnv a("GRADWIRE_SPIN_US", "");
+    expect_invalid({}, "GRADWIRE_SPIN_US is set but empty");
+  }
+  {
+    ScopedEnv a("GRADWIRE_SPN_US", "0");
+    expect_invalid({}, "did you mean GRADWIRE_SPIN_US?");
+  }
+  Options o;
+  o.collectives.spin_budget = std::chrono::microseconds(-1);
+  expect_invalid(o, "Options::collectives.spin_budget / GRADWIRE_SPIN_US = -1 us is out of range "
+                    "[0, 1000000]");
+  o.collectives.spin_budget = std::chrono::seconds(2);
+  expect_invalid(o, "GRADWIRE_SPIN_US = 2000000 us is out of range [0, 1000000]");
+  o.collectives.spin_budget = Options::Collectives::kMaxSpinBudget;
+  EXPECT_NO_THROW(o.validate());
+}
+
 }  // namespace
 }  // namespace gradwire
