@@ -192,7 +192,7 @@ int main(int argc, char** argv) try {
   const uint64_t digest = fnv1a(mine.data(), mine.size());
   std::vector<uint64_t> digests(size_t(group->size()));
   group->communicator()
-      .allgather(&digest, digests.data(), 1, gradwire::DataType::Int64)
+      .allgather(&digest, digests.data(), digests.size(), gradwire::DataType::Int64)
       .wait();
   for (int r = 0; r < group->size(); ++r) {
     if (digests[size_t(r)] != digest) {
@@ -206,7 +206,8 @@ int main(int argc, char** argv) try {
   const size_t n = size_t(flat.numel());
   auto all = torch::empty({int64_t(n) * group->size()}, torch::kFloat32);
   group->communicator()
-      .allgather(flat.data_ptr<float>(), all.data_ptr<float>(), n, gradwire::DataType::Float32)
+      .allgather(flat.data_ptr<float>(), all.data_ptr<float>(), size_t(all.numel()),
+                 gradwire::DataType::Float32)
       .wait();
   for (int r = 0; r < group->size(); ++r) {
     if (std::memcmp(all.data_ptr<float>() + size_t(r) * n, flat.data_ptr<float>(),
