@@ -69,7 +69,7 @@ def main():
                 say(f"rank {group.rank}: a process joined: generation {group.generation}, "
                     f"world {group.size}, at step {trainer.step}")
             elif recoveries and end is None:
-                time.sleep(0.005)  # waiting for the replacement: slow steps
+                time.sleep(0.02)  # waiting for the replacement: slow steps
                 if trainer.step > 20000:
                     fail("no process joined")
         except Exception as e:  # noqa: BLE001 - recover() re-raises what is not a lost member

@@ -24,7 +24,7 @@ victim=1 kill_at=7 after_join=6
 rm -rf "$work"
 mkdir -p "$work/store"
 touch "$work/start"
-export GRADWIRE_STORE_DIR="$work/store" WORLD_SIZE=3 GRADWIRE_TIMEOUT_S=5
+export GRADWIRE_STORE_DIR="$work/store" WORLD_SIZE=3 GRADWIRE_TIMEOUT_S=${GRADWIRE_TIMEOUT_S:-5}
 export GRADWIRE_ELASTIC_SETTLE_S=${GRADWIRE_ELASTIC_SETTLE_S:-1} OMP_NUM_THREADS=1
 export GRADWIRE_LOG_LEVEL=${GRADWIRE_LOG_LEVEL:-warn}
 pids=()
@@ -32,7 +32,7 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
 args=("$optimizer" "$after_join" "$freeze" "$victim" "$kill_at")
 for r in 0 1 2; do
-  RANK=$r timeout -s KILL 120 "${run[@]}" "${args[@]}" > "$work/$r.log" 2>&1 &
+  RANK=$r timeout -s KILL 240 "${run[@]}" "${args[@]}" > "$work/$r.log" 2>&1 &
   pids+=($!)
 done
 survivors=("$work/0.log" "$work/2.log")
@@ -40,7 +40,7 @@ for _ in $(seq 1 600); do
   (( $(cat "${survivors[@]}" 2> /dev/null | grep -c ': recovered: generation [0-9]*, world 2' || true) == 2 )) && break
   sleep 0.05
 done
-RANK=$victim timeout -s KILL 120 "${run[@]}" "${args[@]}" > "$work/new.log" 2>&1 &
+RANK=$victim timeout -s KILL 240 "${run[@]}" "${args[@]}" > "$work/new.log" 2>&1 &
 pids+=($!)
 
 why=""
