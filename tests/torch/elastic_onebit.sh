@@ -21,6 +21,7 @@ if [[ $worker == *.py ]]; then
   run=(python3 "$worker")
 fi
 victim=1 kill_at=7 after_join=6
+limit=${MEMBER_TIMEOUT_S:-100}  # seconds per member process
 rm -rf "$work"
 mkdir -p "$work/store"
 touch "$work/start"
@@ -32,7 +33,7 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
 args=("$optimizer" "$after_join" "$freeze" "$victim" "$kill_at")
 for r in 0 1 2; do
-  RANK=$r timeout -s KILL 240 "${run[@]}" "${args[@]}" > "$work/$r.log" 2>&1 &
+  RANK=$r timeout -s KILL "$limit" "${run[@]}" "${args[@]}" > "$work/$r.log" 2>&1 &
   pids+=($!)
 done
 survivors=("$work/0.log" "$work/2.log")
@@ -40,7 +41,7 @@ for _ in $(seq 1 600); do
   (( $(cat "${survivors[@]}" 2> /dev/null | grep -c ': recovered: generation [0-9]*, world 2' || true) == 2 )) && break
   sleep 0.05
 done
-RANK=$victim timeout -s KILL 240 "${run[@]}" "${args[@]}" > "$work/new.log" 2>&1 &
+RANK=$victim timeout -s KILL "$limit" "${run[@]}" "${args[@]}" > "$work/new.log" 2>&1 &
 pids+=($!)
 
 why=""
@@ -51,6 +52,8 @@ for i in "${!pids[@]}"; do
     ((rc == 137)) || why+=" the victim exited with $rc, not by SIGKILL;"
   elif ((rc != 0)); then
     why+=" member $i exited with $rc;"
+    # Without the survivors the replacement would wait out its join timeout.
+    kill -9 "${pids[3]}" 2> /dev/null || true
   fi
 done
 logs=("${survivors[@]}" "$work/new.log")
