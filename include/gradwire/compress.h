@@ -7,7 +7,8 @@
 // Every object here holds state between steps (error buffers, Q matrices,
 // moments, step counters). save_state() captures all of it, and
 // load_state() restores it exactly, so a resumed run continues bit for bit
-// (DeepSpeed resets the error buffers on load; we do not). The state is a
+// (DeepSpeed resets the error buffers on load; we do not; an elastic
+// generation change is the exception, see OneBitOptimizer::rebind). The state is a
 // byte string with a versioned header and a checksum; a corrupt, truncated
 // or mismatched one is refused with InvalidArgument naming what is wrong.
 #pragma once
@@ -135,8 +136,22 @@ class GRADWIRE_API OneBitOptimizer {
   size_t count() const;
 
   std::string save_state() const;
+  // load_state() takes either state; after a replicated one the error
+  // feedback restarts at zero.
   void load_state(std::string_view state);
   void reset_error_feedback();  // OneBitAllreduce::reset_error_feedback
+
+  // For elastic training (Note [1-bit optimizers under elastic generations]
+  // in src/compress/onebit_optimizers.cpp). The replicated state: what
+  // every rank holds alike (moments, the frozen variance, the step counter
+  // and so the stage, LAMB's coefficients), i.e. save_state() without this
+  // rank's error-feedback buffers, whose layout depends on the world size.
+  std::string save_replicated_state() const;
+  // Moves the optimizer onto `comm` (a new generation's communicator, of
+  // any size; it must outlive the optimizer or the next rebind): the
+  // error feedback restarts at zero, laid out for comm's world; everything
+  // else stays. Not collective.
+  void rebind(Communicator& comm);
 
   // Opaque (src/compress/onebit_optimizers.cpp): Adam's and LAMB's math
   // derive from it there.

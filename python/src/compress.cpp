@@ -88,6 +88,20 @@ void bind_common(py::class_<Holder<Opt>>& cls) {
                              [](const Holder<Opt>& h) { return h.opt->last_wire_bytes(); })
       .def_property_readonly("count", [](const Holder<Opt>& h) { return h.opt->count(); })
       .def("save_state", [](const Holder<Opt>& h) { return py::bytes(h.opt->save_state()); })
+      .def(
+          "save_replicated_state",
+          [](const Holder<Opt>& h) { return py::bytes(h.opt->save_replicated_state()); },
+          "The state every rank holds alike (save_state() without the error feedback), for "
+          "elastic commits; load_state() takes it and restarts the error feedback at zero.")
+      .def(
+          "rebind",
+          [](Holder<Opt>& h, std::shared_ptr<Communicator> comm) {
+            h.opt->rebind(*comm);
+            h.comm = std::move(comm);
+          },
+          py::arg("comm"),
+          "Moves the optimizer onto `comm` (a new elastic generation's): the error feedback "
+          "restarts at zero, laid out for its world; the rest stays. Not collective.")
       .def("load_state", [](Holder<Opt>& h, const py::bytes& state) {
         h.opt->load_state(std::string(state));
       });

@@ -61,6 +61,16 @@ void register_elastic(py::module_& m) {
       .def_property_readonly("generation", &ElasticGroup::generation)
       .def_property_readonly("recoveries", &ElasticGroup::recoveries)
       .def_property_readonly(
+          "communicator",
+          [](const GroupPtr& g) {
+            // Shares the group's ownership: the Communicator itself is the
+            // generation's and is replaced at the next membership change.
+            return std::shared_ptr<Communicator>(g, &g->communicator());
+          },
+          "The current generation's gradwire.Communicator (e.g. for a 1-bit optimizer given "
+          "to gradwire.torch.elastic.ElasticDDP). Valid until the next membership change; "
+          "do not keep it across one.")
+      .def_property_readonly(
           "state", [](const ElasticGroup& g) { return state_dict(g.state()); },
           "What the latest membership change agreed on: {'restored', 'step', 'shared', "
           "'local'} (shared: the same bytes on every member).")

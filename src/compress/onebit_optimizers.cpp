@@ -78,6 +78,30 @@
 // update from the averaged momentum (Adam's, or LAMB's per-layer
 // coefficients with its frozen-coefficient variant), and their own state
 // fields.
+//
+// Note [1-bit optimizers under elastic generations]: when an elastic job's
+// membership changes (gradwire/elastic.h), the optimizer moves to the new
+// generation's communicator (rebind()) and restores the committed state.
+// What carries over exactly, and why it can: the moments (m is the
+// compressed average, the same bits on every rank; v is exact or frozen,
+// the same everywhere), the step counter (so the stage: the warm-up or the
+// frozen variance with its frozen bias correction goes on where it was),
+// freeze_step, and LAMB's coefficients (running average, last factors and
+// coefficients, the frozen variant's fresh variance). None of them depends
+// on the world size, and they are replicated, so one rank's copy (the
+// commit a survivor broadcasts: save_replicated_state()) is every rank's.
+// What restarts at zero: both error-feedback buffers. The server's holds
+// the residual of chunk `rank` of a layout cut for the old world size
+// (Note [1-bit layout]), and after a change the ranks are renumbered, so
+// it belongs to no chunk of the new layout. The worker's has the right
+// size but the wrong meaning: it is this rank's residual owed to an average
+// over the old members, whose other halves (the lost rank's worker
+// residual, every server residual) are gone, so the error-feedback
+// invariant cannot be kept anyway; and a joiner has none. Dropping them
+// costs at most one step's compression error (each element's residual is
+// below one scale), as PowerSGD's joiner reset; in return every member,
+// survivor or joiner, continues from the same state, a function of the
+// commit alone, and no per-rank buffers need committing.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -178,7 +202,7 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
   };
 
   Impl(Communicator& comm, size_t n, int device, const char* who)
-      : comm_(comm), who_(who), n_(checked_count(comm, who, n, device)),
+      : comm_(&comm), who_(who), n_(checked_count(comm, who, n, device)),
         device_(device), ar_(comm, n, Device::cuda(device)) {
     if (device < 0) {
       m_.assign(n, 0.0f);
@@ -212,7 +236,7 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
                                   o.bias_correction);
     if (s.warmup) {
       warmup_moments(g, stream);
-      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_.size()));
+      wire_ = ring_allreduce_bytes(n_ * sizeof(float), size_t(comm_->size()));
     } else {
       before_compression();
       compressed_momentum(g, s.inv_bc2, stream);
@@ -226,7 +250,9 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
     t_ = t;
   }
 
-  std::string save() const {
+  // error_feedback false: the replicated state (Note [1-bit optimizers
+  // under elastic generations]): the "allreduce" field is left empty.
+  std::string save(bool error_feedback = true) const {
     const OneBitOptions& o = options();
     compress::StateWriter w(who_);
     w.u64("count", n_);
@@ -237,13 +263,13 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
     w.floats("exp_avg", device_ >= 0 ? dev_m_.download() : m_);
     w.floats("exp_avg_sq", device_ >= 0 ? dev_v_.download() : v_);
     save_extra(w);
-    const std::string ar = ar_.save_state();
+    const std::string ar = error_feedback ? ar_.save_state() : std::string();
     w.bytes("allreduce", ar.data(), ar.size());
     return w.finish();
   }
 
   void load(std::string_view state) {
-    const std::string what = fmt::format("rank {}: {}::load_state", comm_.rank(), who_);
+    const std::string what = fmt::format("rank {}: {}::load_state", comm_->rank(), who_);
     compress::StateReader r(state, who_, what);
     const uint64_t n = r.u64("count");
     check_units(r.u64("preconditioned"), options().precondition_compression, what);
@@ -255,7 +281,11 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
     const std::function<void()> commit_extra = load_extra(r, what);
     const std::string ar(r.bytes("allreduce"));
     r.done();
-    ar_.load_state(ar);  // validates before anything below changes
+    // A replicated state (save_replicated_state) carries no error feedback:
+    // it restarts at zero. Otherwise this validates before anything below
+    // changes.
+    if (ar.empty()) ar_.reset_error_feedback();
+    else ar_.load_state(ar);
     t_ = t;
     options().freeze_step = freeze;
     if (device_ >= 0) {
@@ -268,7 +298,7 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
     if (commit_extra) commit_extra();
   }
 
-  Communicator& comm_;
+  Communicator* comm_;  // another one after rebind()
   const char* const who_;  // the class, in messages and as the state's kind
   const size_t n_;
   const int device_;
@@ -301,14 +331,14 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
   // Warm-up: g <- the exact average over the ranks; the moments take it in.
   void warmup_moments(float* g, void* stream) {
     const OneBitOptions& o = options();
-    const bool single = comm_.size() == 1;
-    const float inv_world = 1.0f / float(comm_.size());
+    const bool single = comm_->size() == 1;
+    const float inv_world = 1.0f / float(comm_->size());
     if (device_ >= 0) {
 #if GRADWIRE_HAVE_CUDA
       if (!single) {
         {
           DeviceStreamScope scope{Stream(stream)};
-          comm_.allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
+          comm_->allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
         }
         cu::scale(g, n_, inv_world, stream);
       }
@@ -317,7 +347,7 @@ class __attribute__((visibility("hidden"))) OneBitOptimizer::Impl {
       return;
     }
     if (!single) {
-      comm_.allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
+      comm_->allreduce(g, g, n_, DataType::Float32, ReduceOp::Sum).wait();
       for (size_t i = 0; i < n_; ++i) g[i] = kernels::rn_mul(g[i], inv_world);
     }
     for (size_t i = 0; i < n_; ++i) {
@@ -367,6 +397,13 @@ bool OneBitOptimizer::compressing() const { return impl_->t_ >= impl_->options()
 size_t OneBitOptimizer::last_wire_bytes() const { return impl_->wire_; }
 size_t OneBitOptimizer::count() const { return impl_->n_; }
 std::string OneBitOptimizer::save_state() const { return impl_->save(); }
+std::string OneBitOptimizer::save_replicated_state() const { return impl_->save(false); }
+void OneBitOptimizer::rebind(Communicator& comm) {
+  // Note [1-bit optimizers under elastic generations]: a fresh allreduce
+  // laid out for comm's world, its error buffers at zero.
+  impl_->ar_ = OneBitAllreduce(comm, impl_->n_, Device::cuda(impl_->device_));
+  impl_->comm_ = &comm;
+}
 void OneBitOptimizer::load_state(std::string_view state) { impl_->load(state); }
 void OneBitOptimizer::reset_error_feedback() { impl_->ar_.reset_error_feedback(); }
 
@@ -552,7 +589,7 @@ class LambImpl final : public OneBitOptimizer::Impl {
     if (err != cudaSuccess) {
       cudaGetLastError();
       raise(ErrorCode::Internal, "rank {}: OneBitLamb on CUDA device {}: reading the layer norms "
-            "failed: {}", comm_.rank(), device_, cudaGetErrorString(err));
+            "failed: {}", comm_->rank(), device_, cudaGetErrorString(err));
     }
     first = 0;
     for (size_t l = 0; l < layers; ++l) {

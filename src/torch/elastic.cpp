@@ -114,7 +114,7 @@ ElasticDistributedDataParallel::ElasticDistributedDataParallel(
     ElasticGroup& group, std::shared_ptr<::torch::nn::Module> module,
     ::torch::optim::Optimizer& optimizer, ElasticDDPOptions options)
     : group_(group), module_(std::move(module)), optimizer_(optimizer),
-      options_(std::move(options)) {
+      onebit_(dynamic_cast<OneBitOptimizer*>(&optimizer)), options_(std::move(options)) {
   if (options_.commit_every < 1) {
     throw Error(ErrorCode::InvalidArgument, "ElasticDDPOptions::commit_every is 0 (expected >= 1)");
   }
@@ -127,6 +127,20 @@ ElasticDistributedDataParallel::ElasticDistributedDataParallel(
                 "ElasticDDPOptions::powersgd is set but ddp.comm_hook is empty (expected "
                 "powersgd_hook(powersgd))");
   }
+  if (onebit_) {
+    if (options_.powersgd || options_.ddp.comm_hook) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "ElasticDDPOptions: a comm hook (powersgd or ddp.comm_hook) with a 1-bit "
+                  "optimizer, which averages the gradients itself (there is no DDP)");
+    }
+    if (&onebit_->communicator() != &group_.communicator()) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "ElasticDistributedDataParallel: the 1-bit optimizer is not over "
+                  "group.communicator() (build it over the current generation's, right before "
+                  "this)");
+    }
+    onebit_generation_ = group_.generation();
+  }
   adopt(group_.state());
   // A job's first generation commits its starting point, so that a failure
   // before the first step_done() has a state to return to.
@@ -135,10 +149,25 @@ ElasticDistributedDataParallel::ElasticDistributedDataParallel(
 
 ElasticDistributedDataParallel::~ElasticDistributedDataParallel() = default;
 
-DistributedDataParallel& ElasticDistributedDataParallel::ddp() { return *ddp_; }
+DistributedDataParallel& ElasticDistributedDataParallel::ddp() {
+  if (!ddp_) {
+    throw Error(ErrorCode::InvalidArgument,
+                "ElasticDistributedDataParallel::ddp(): there is no DDP with a 1-bit optimizer "
+                "(it averages the gradients itself): call the module directly");
+  }
+  return *ddp_;
+}
 
 void ElasticDistributedDataParallel::adopt(const ElasticState& state) {
   ddp_.reset();
+  if (onebit_ && onebit_generation_ != group_.generation()) {
+    // Collective, matching the constructor of a joiner's optimizer over this
+    // generation (Note [1-bit optimizers under elastic generations]); the
+    // parameters broadcast from rank 0 are also what a fresh start (nothing
+    // committed) needs.
+    onebit_->rebind(group_.communicator());
+    onebit_generation_ = group_.generation();
+  }
   std::vector<std::string> fields;
   if (state.restored) {
     fields = unpack(state.shared);
@@ -147,7 +176,11 @@ void ElasticDistributedDataParallel::adopt(const ElasticState& state) {
                                            std::to_string(fields.size()) + " parts, not 5");
     }
     load_module(*module_, fields[0]);
-    load_optimizer(optimizer_, fields[1]);
+    if (onebit_) {
+      onebit_->core().load_state(fields[1]);  // replicated: the error feedback restarts at zero
+    } else {
+      load_optimizer(optimizer_, fields[1]);
+    }
     if (options_.load_extra) options_.load_extra(fields[2]);
     step_ = state.step;
     // This member's own: [generator][PowerSGD state], or nothing (a joiner).
@@ -162,6 +195,7 @@ void ElasticDistributedDataParallel::adopt(const ElasticState& state) {
       }
     }
   }
+  if (onebit_) return;  // no DDP: the optimizer averages the gradients itself
   DDPOptions ddp_options = options_.ddp;
   ddp_options.broadcast_from_rank0 = true;  // members that joined must match bit for bit
   ddp_ = std::make_unique<DistributedDataParallel>(module_, group_.communicator(), ddp_options);
@@ -171,9 +205,12 @@ void ElasticDistributedDataParallel::adopt(const ElasticState& state) {
 
 void ElasticDistributedDataParallel::commit() {
   const std::string hook_state = options_.powersgd ? options_.powersgd->save_state() : "";
-  std::string shared = pack({module_bytes(*module_), optimizer_bytes(optimizer_),
+  // A 1-bit optimizer's replicated state: the same bytes on every member.
+  std::string shared = pack({module_bytes(*module_),
+                             onebit_ ? onebit_->core().save_replicated_state()
+                                     : optimizer_bytes(optimizer_),
                              options_.save_extra ? options_.save_extra() : std::string(),
-                             ddp_->save_state(), hook_state});
+                             ddp_ ? ddp_->save_state() : std::string(), hook_state});
   if (group_.commit(step_, std::move(shared), pack({rng_bytes(), hook_state}))) {
     ++changes_;
     adopt(group_.state());

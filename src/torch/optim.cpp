@@ -88,10 +88,23 @@ std::unique_ptr<::torch::optim::AdamOptions> adam_defaults(const gradwire::OneBi
 
 OneBitOptimizer::OneBitOptimizer(std::vector<::torch::Tensor> params, Communicator& comm,
                                  const gradwire::OneBitOptions& options, const char* who)
-    : Optimizer(params, adam_defaults(options)), params_(std::move(params)) {
+    : Optimizer(params, adam_defaults(options)), params_(std::move(params)), comm_(&comm) {
   count_ = prepare(params_, comm, who, device_);
 }
 OneBitOptimizer::~OneBitOptimizer() = default;
+
+void OneBitOptimizer::rebind(Communicator& comm) {
+  int device = -1;
+  const size_t n = prepare(params_, comm, "rebind", device);
+  if (n != count_ || device != device_) {
+    throw Error(ErrorCode::InvalidArgument,
+                where(comm, "rebind") + ": the parameters changed (" + std::to_string(n) +
+                    " elements on device " + std::to_string(device) + ", the optimizer has " +
+                    std::to_string(count_) + " on device " + std::to_string(device_) + ")");
+  }
+  core_->rebind(comm);
+  comm_ = &comm;
+}
 
 // Gathers parameters and gradients into flat buffers on their device, steps
 // the core there (on PyTorch's current stream for CUDA) and writes the

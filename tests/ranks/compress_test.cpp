@@ -342,6 +342,39 @@ TEST(OneBitAdam, SaveLoadContinuesBitForBit) {
                "3001 parameters");
 }
 
+// Elastic training (Note [1-bit optimizers under elastic generations]): the
+// replicated state is the whole state but the error feedback; loading it,
+// or rebind(), zeroes the error feedback and nothing else.
+TEST(OneBitAdam, ReplicatedStateAndRebindDropOnlyTheErrorFeedback) {
+  auto& w = world();
+  const size_t n = 3001;
+  OneBitAdamOptions o;
+  o.lr = 0.02f;
+  o.freeze_step = 10;
+  std::vector<float> p(n, 0.0f);
+  OneBitAdam a(w, n, o);
+  for (uint64_t t = 0; t < 25; ++t) {
+    auto g = local_grad(p, w.rank(), t);
+    a.step(p.data(), g.data());
+  }
+  const std::string replicated = a.save_replicated_state();
+  OneBitAdam b(w, n, o);
+  b.load_state(replicated);
+  EXPECT_EQ(b.steps(), 25u);
+  EXPECT_TRUE(b.compressing());
+  EXPECT_EQ(b.save_replicated_state(), replicated);
+  const std::string full = a.save_state();
+  a.rebind(w);
+  EXPECT_EQ(a.save_replicated_state(), replicated);  // moments, variance, step: kept
+  if (w.size() > 1) EXPECT_NE(a.save_state(), full) << "the error feedback was zero already";
+  EXPECT_EQ(a.save_state(), b.save_state());  // both with zero error feedback
+  auto pa = p, pb = p;
+  auto ga = local_grad(p, w.rank(), 25), gb = ga;
+  a.step(pa.data(), ga.data());
+  b.step(pb.data(), gb.data());
+  EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), n * sizeof(float)));
+}
+
 TEST(OneBitLamb, SaveLoadContinuesBitForBit) {
   auto& w = world();
   OneBitLambOptions o;

@@ -22,10 +22,23 @@
 // What a commit holds: the module's parameters and buffers, the
 // optimizer's state and the DDP's Bucket plan (the same on every member),
 // plus ElasticDDPOptions' extra state; this member's CPU generator (dropout)
-// and PowerSGD's error feedback as its own local state. The 1-bit
-// optimizers are bound to one Communicator and are not supported yet. The committed step is step(): data loading that follows it (the
-// step's global batch, split by the current size and rank) continues where
-// the commit left off.
+// and PowerSGD's error feedback as its own local state. The committed step
+// is step(): data loading that follows it (the step's global batch, split
+// by the current size and rank) continues where the commit left off.
+//
+// With a 1-bit optimizer (gradwire::torch::OneBitAdam or OneBitLamb, built
+// over group->communicator()) there is no DDP: the optimizer averages the
+// gradients itself, so call the module directly and ddp() is an error.
+// Its replicated state (moments, frozen variance, step counter and stage,
+// LAMB's coefficients) is committed; at a membership change it moves to
+// the new communicator (OneBitOptimizer::rebind) and continues from the
+// commit, its error feedback restarting at zero on every member (Note
+// [1-bit optimizers under elastic generations] in
+// src/compress/onebit_optimizers.cpp).
+//
+//   gradwire::torch::OneBitAdam opt(model->parameters(), group->communicator(), o);
+//   gradwire::torch::ElasticDistributedDataParallel elastic(*group, model, opt);
+//   ... model->forward(x); loss.backward(); opt.step(); elastic.step_done();
 #pragma once
 
 #include <torch/nn/module.h>
@@ -41,6 +54,7 @@
 #include "gradwire/compress.h"
 #include "gradwire/elastic.h"
 #include "gradwire/torch/distributed_data_parallel.h"
+#include "gradwire/torch/optim.h"
 
 namespace gradwire::torch {
 
@@ -82,7 +96,7 @@ class ElasticDistributedDataParallel {
   ~ElasticDistributedDataParallel();
 
   // The current generation's DistributedDataParallel (rebuilt at every
-  // membership change).
+  // membership change). InvalidArgument with a 1-bit optimizer (no DDP).
   DistributedDataParallel& ddp();
   // Steps completed, counting from the job's start; after a membership
   // change, the committed step every member continues from.
@@ -107,6 +121,8 @@ class ElasticDistributedDataParallel {
   ElasticGroup& group_;
   std::shared_ptr<::torch::nn::Module> module_;
   ::torch::optim::Optimizer& optimizer_;
+  OneBitOptimizer* onebit_;        // optimizer_, if it is a 1-bit one
+  uint64_t onebit_generation_ = 0;  // the generation whose communicator it is on
   ElasticDDPOptions options_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   uint64_t step_ = 0;

@@ -22,6 +22,10 @@
 // at every step. save()/load() write this rank's whole state (moments, error
 // buffers, step counter), so a resumed run continues bit for bit; every rank
 // must save and load its own.
+//
+// Elastic training: pass one, built over group->communicator(), to
+// ElasticDistributedDataParallel (gradwire/torch/elastic.h), which commits
+// its state and moves it to each new generation.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -46,6 +50,18 @@ class OneBitOptimizer : public ::torch::optim::Optimizer {
   void save(::torch::serialize::OutputArchive& archive) const override;
   void load(::torch::serialize::InputArchive& archive) override;
 
+  // The flat-buffer optimizer it steps (OneBitAdam::core() and
+  // OneBitLamb::core() give it as its own type).
+  gradwire::OneBitOptimizer& core() { return *core_; }
+  Communicator& communicator() const { return *comm_; }
+  // Collective over `comm`, as the constructor is (the same collectives:
+  // the parameter counts checked, the parameters broadcast from rank 0):
+  // moves the optimizer onto `comm`, e.g. a new elastic generation's,
+  // through gradwire::OneBitOptimizer::rebind (the error feedback restarts
+  // at zero). ElasticDistributedDataParallel calls it; a process that
+  // joins constructs its optimizer over the generation it joined instead.
+  void rebind(Communicator& comm);
+
  protected:
   // Checks the parameters and broadcasts them from rank 0; the derived
   // class then makes core_ over count() elements on device().
@@ -58,6 +74,7 @@ class OneBitOptimizer : public ::torch::optim::Optimizer {
   std::unique_ptr<gradwire::OneBitOptimizer> core_;
 
  private:
+  Communicator* comm_;
   size_t count_ = 0;
   int device_ = -1;
   ::torch::Tensor flat_params_, flat_grads_;  // on the parameters' device

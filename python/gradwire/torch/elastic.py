@@ -25,6 +25,17 @@ when the membership changes, every member continues from the same commit, and
 a joining process receives it from a survivor. Because the default process
 group is replaced at every change, ElasticDDP owns torch.distributed's default
 group: make no other groups.
+
+With a 1-bit optimizer (gradwire.torch.optim.OneBitAdam or OneBitLamb, built
+over ``group.communicator``) there is no DDP, since the optimizer averages the
+gradients itself: ``module`` is the model. Its replicated state (moments,
+frozen variance, step counter and stage, LAMB's coefficients) is committed;
+at a change it moves to the new generation and every member continues from
+the commit with its error feedback at zero (C++: Note [1-bit optimizers
+under elastic generations])::
+
+    opt = OneBitAdam(model.parameters(), group.communicator, freeze_step=100)
+    trainer = elastic.ElasticDDP(group, model, opt)
 """
 import datetime
 import gc
@@ -42,6 +53,7 @@ from gradwire import _C, _C_torch
 
 from . import BACKEND  # registers backend "gradwire"
 from . import hooks
+from .optim import _OneBit
 
 # What a collective that lost a member raises, through torch's layers too
 # (DDP's backward turns gradwire.Error into RuntimeError with its text).
@@ -93,6 +105,12 @@ class ElasticDDP:
             raise ValueError("ElasticDDP: make the PowerSGDState with process_group=None: every "
                              "generation has a new default process group")
         self.powersgd = powersgd
+        # A 1-bit optimizer: no DDP; it moves to each generation (rebind).
+        self._onebit = isinstance(optimizer, _OneBit)
+        if self._onebit and (powersgd is not None or ddp_kwargs):
+            raise ValueError("ElasticDDP: a 1-bit optimizer averages the gradients itself (there "
+                             "is no DDP): no powersgd, no DDP arguments")
+        self._onebit_generation = group.generation
         if ("GRADWIRE_STORE_DIR" not in os.environ
                 and "GRADWIRE_ETCD_ENDPOINTS" not in os.environ):
             raise ValueError("ElasticDDP: neither GRADWIRE_ETCD_ENDPOINTS (etcd, across hosts) "
@@ -113,7 +131,8 @@ class ElasticDDP:
 
     @property
     def module(self):
-        """The current generation's DistributedDataParallel: call it for forward."""
+        """The current generation's DistributedDataParallel (the model itself
+        with a 1-bit optimizer): call it for forward."""
         return self._ddp
 
     def step_done(self):
@@ -162,6 +181,11 @@ class ElasticDDP:
 
     def _adopt(self, state):
         self._teardown()
+        if self._onebit and self._onebit_generation != self.group.generation:
+            # Collective, the same as the constructor of a joiner's optimizer
+            # over this generation (so before the process group, as there).
+            self.optimizer.rebind(self.group.communicator)
+            self._onebit_generation = self.group.generation
         if state["restored"]:
             shared = torch.load(io.BytesIO(state["shared"]), weights_only=False)
             self.model.load_state_dict(shared["model"])
@@ -181,6 +205,9 @@ class ElasticDDP:
         store = self._generation_store()
         dist.init_process_group(BACKEND, store=store, rank=self.group.rank,
                                 world_size=self.group.size)
+        if self._onebit:
+            self._ddp = self.model
+            return
         self._ddp = torch.nn.parallel.DistributedDataParallel(self.model, **self.ddp_kwargs)
         if self.powersgd is not None:
             self._ddp.register_comm_hook(self.powersgd, hooks.powerSGD_hook)
@@ -223,8 +250,11 @@ class ElasticDDP:
     def _commit(self):
         hook_state = self.powersgd.state_dict() if self.powersgd is not None else None
         shared = io.BytesIO()
-        torch.save({"model": self.model.state_dict(),
-                    "optimizer": self.optimizer.state_dict(), "powersgd": hook_state}, shared)
+        # A 1-bit optimizer's replicated state: the same bytes on every member.
+        optimizer = (self.optimizer.replicated_state_dict() if self._onebit
+                     else self.optimizer.state_dict())
+        torch.save({"model": self.model.state_dict(), "optimizer": optimizer,
+                    "powersgd": hook_state}, shared)
         local = io.BytesIO()
         torch.save({"rng": torch.get_rng_state(), "powersgd": hook_state}, local)
         if self.group.commit(self.step, shared.getvalue(), local.getvalue()):

@@ -20,6 +20,10 @@ GPU (after PyTorch's current stream). For mixed precision keep float32
 ``state_dict()`` carries this rank's
 whole state (moments, error buffers, step counter) under "gradwire_state",
 so a resumed run continues bit for bit; every rank saves and loads its own.
+
+Elastic training: build one over ``group.communicator`` and pass it to
+``gradwire.torch.elastic.ElasticDDP``, which commits its state and moves it
+to each new generation (no DDP then: the optimizer averages the gradients).
 """
 import torch
 
@@ -46,20 +50,42 @@ class _OneBit(torch.optim.Optimizer):
         n = sum(p.numel() for p in self._params)
         self._flat_p = torch.empty(n, dtype=torch.float32, device=self._device)
         self._flat_g = torch.empty(n, dtype=torch.float32, device=self._device)
-        with torch.no_grad():
-            self._gather(self._flat_p, [p for p in self._params])
-            if self._device.type == "cuda":
-                # The broadcast goes through host memory once, at start-up.
-                host = self._flat_p.cpu()
-                self._comm.broadcast(host, root=0).wait()  # replicas start equal
-                self._flat_p.copy_(host)
-            else:
-                self._comm.broadcast(self._flat_p, root=0).wait()
-            self._scatter()
+        self._broadcast_params()
         device = self._device.index if self._device.type == "cuda" else -1
         if device is None:
             device = torch.cuda.current_device()
         self._core = make_core(self._comm, n, [p.numel() for p in self._params], device)
+
+    @torch.no_grad()
+    def _broadcast_params(self):
+        """Rank 0's parameters to every rank of self._comm (replicas start equal)."""
+        self._gather(self._flat_p, [p for p in self._params])
+        if self._device.type == "cuda":
+            # The broadcast goes through host memory, once per start or rebind.
+            host = self._flat_p.cpu()
+            self._comm.broadcast(host, root=0).wait()
+            self._flat_p.copy_(host)
+        else:
+            self._comm.broadcast(self._flat_p, root=0).wait()
+        self._scatter()
+
+    def rebind(self, comm):
+        """Collective over `comm`, as the constructor is (the parameters are
+        broadcast from rank 0): moves the optimizer onto `comm`, e.g. a new
+        elastic generation's; its error feedback restarts at zero, the rest
+        (moments, step counter and stage, LAMB's coefficients) stays.
+        gradwire.torch.elastic.ElasticDDP calls it."""
+        self._comm = comm
+        self._broadcast_params()
+        self._core.rebind(comm)
+
+    def replicated_state_dict(self):
+        """state_dict() with the state every rank holds alike: without this
+        rank's error feedback, which load_state_dict() then restarts at zero
+        (what ElasticDDP commits)."""
+        sd = super().state_dict()
+        sd["gradwire_state"] = self._core.save_replicated_state()
+        return sd
 
     def _gather(self, out, tensors):
         at = 0
