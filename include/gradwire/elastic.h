@@ -58,7 +58,7 @@ struct GRADWIRE_API ElasticOptions {
   // After a failure the survivors wait until no further member has arrived
   // for this long (or until every member of the failed generation is back)
   // before they form the next generation. Survivors learn of a failure up
-  // to a second apart (Note [watchdog]); GRADWIRE_ELASTIC_SETTLE_MS
+  // to a second apart (Note [watchdog]); GRADWIRE_ELASTIC_SETTLE_S
   // overrides it.
   std::chrono::milliseconds settle{2000};
   // How long join() (and a recovery) waits to be let into a generation
