@@ -1,15 +1,16 @@
 """Unsharded torch DDP (backend "gradwire", torch.optim.Adam) to
 gradwire.torch.ShardedDataParallel and back through sharded checkpoints
 (gradwire.torch.sharded.save_ddp_checkpoint / load_ddp_checkpoint;
-test_ddp_checkpoint.py launches it). Modes:
+test_ddp_checkpoint.py launches it, twice: each launch costs a Python and
+torch start per rank). Modes:
 
-  ddp_save DIR        DDP trains steps 0-2, saves step 3 in DIR/a.
-  sdp_continue DIR    stage 2 (at another world size) loads DIR/a, trains
-                      steps 3-5, is compared with the uninterrupted run,
-                      saves step 6 in DIR/b.
-  ddp_continue DIR    DDP loads DIR/b, trains steps 6-8, is compared; an
-                      SGD optimizer loading DIR/b (Adam's state) raises
-                      gradwire.InvalidArgumentError on every rank.
+  ddp_save DIR   DDP trains steps 0-2, saves step 3 in DIR/a.
+  continue DIR   at another world size: stage 2 loads DIR/a, trains steps
+                 3-5, is compared with the uninterrupted run and saves step 6
+                 in DIR/b; then a DDP module loads DIR/b (every shard, whole),
+                 trains steps 6-8 and is compared; an SGD optimizer loading
+                 DIR/b (Adam's state) raises gradwire.InvalidArgumentError
+                 on every rank.
 
 The uninterrupted run: one process, the whole batch, torch.optim.Adam.
 Tolerance 1e-5 (atol and rtol) on float32 parameters after 6 or 9 steps of
@@ -98,7 +99,7 @@ def main():
         ddp = ddp_train(model, opt, range(3))
         sharded.save_ddp_checkpoint(ddp, opt, os.path.join(root, "a"), 3)
         log(f"DDP saved at {WORLD} ranks; ddp save OK")
-    elif mode == "sdp_continue":
+    elif mode == "continue":
         model = make_model(seed=7)  # other weights: the checkpoint must replace them
         sdp = ShardedDataParallel(model, stage=2, optimizer=sharded.Adam(lr=LR),
                                   bucket_cap_mb=64 / 2**20, first_bucket_cap_mb=32 / 2**20,
@@ -112,8 +113,8 @@ def main():
         worst = compare(model, 6)
         sdp.save_checkpoint(os.path.join(root, "b"), 6)
         sdp.close()
-        log(f"stage 2 at {WORLD} ranks continued, max |diff| {worst:.3e}; sdp continue OK")
-    elif mode == "ddp_continue":
+        log(f"DDP at 2 ranks -> stage 2 at {WORLD} ranks, max |diff| {worst:.3e}")
+
         model = make_model(seed=8)
         opt = torch.optim.Adam(model.parameters(), lr=LR)
         assert sharded.load_ddp_checkpoint(model, opt, os.path.join(root, "b")) == 6
@@ -126,7 +127,7 @@ def main():
             raise AssertionError(f"rank {RANK}: Adam's state loaded into SGD")
         except gradwire.InvalidArgumentError as e:
             assert "holds the state of optimizer 'adam'" in str(e), e
-        log(f"DDP at {WORLD} ranks continued, max |diff| {worst:.3e}; ddp continue OK")
+        log(f"stage 2 -> DDP at {WORLD} ranks, max |diff| {worst:.3e}; ddp continue OK")
     dist.destroy_process_group()
 
 
