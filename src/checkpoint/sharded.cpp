@@ -113,9 +113,11 @@ ShardedState join_states(const std::vector<ShardedState>& states,
   std::vector<std::vector<const ShardedState::Record*>> by_param(parameters.size());
   for (const ShardedState& s : states) {
     const std::string src = fmt::format("the state of rank {} of {}", s.rank, s.world);
-    if (s.dtypes.size() != parameters.size()) {
-      raise(ErrorCode::InvalidArgument, "{}: {} has {} parameters, this model {}", who, src,
-            s.dtypes.size(), parameters.size());
+    if (s.fingerprint != parameter_list_fingerprint(parameters) ||
+        s.dtypes.size() != parameters.size()) {
+      raise(ErrorCode::InvalidArgument, "{}: {} is of another model ({} parameters, "
+            "fingerprint {}; this model: {} parameters)", who, src, s.dtypes.size(),
+            hex(s.fingerprint), parameters.size());
     }
     if (s.optimizer != first.optimizer || s.state_names != first.state_names ||
         s.step != first.step) {
