@@ -30,10 +30,10 @@
 #include <string>
 
 #include "gradwire/communicator.h"
+#include "gradwire/sharded.h"
 
 namespace gradwire {
 
-class ShardedEngine;  // gradwire/sharded.h
 
 struct GRADWIRE_API CheckpointOptions {
   // Complete checkpoints kept after a save (older ones are deleted); at
@@ -103,5 +103,40 @@ GRADWIRE_API void save_sharded_checkpoint(Communicator& comm, const std::string&
 GRADWIRE_API std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm,
                                                              const std::string& dir,
                                                              ShardedEngine& engine);
+
+// Note [unsharded checkpoints] in src/checkpoint/sharded.cpp: the same
+// checkpoints for a job that holds its state itself (an unsharded DDP job).
+
+// Collective: saves `state` (this rank's records: any element ranges of the
+// parameters; stage 0 for a job that is not sharded) as this rank's shard
+// of a sharded checkpoint, with the manifest save_sharded_checkpoint
+// writes. Every rank's state must be of the same model, optimizer and step;
+// together their records must cover every parameter, which the loaders
+// check.
+GRADWIRE_API void save_sharded_state(Communicator& comm, const std::string& dir, uint64_t step,
+                                     const ShardedState& state,
+                                     const CheckpointOptions& options = {});
+
+// A sharded checkpoint read whole (load_full_sharded_checkpoint).
+struct GRADWIRE_API FullShardedCheckpoint {
+  uint64_t step = 0;   // the checkpoint's step (its directory)
+  std::string path;    // "ckpt/step-000000000100"
+  int world_size = 0;  // of the job that wrote it
+  int stage = 0;       // of the job that wrote it (0: not sharded)
+  std::map<std::string, std::string> meta;
+  // Stage 0, world 1: one record per parameter with elements, each whole.
+  ShardedState state;
+};
+
+// Collective: the newest sharded checkpoint in `dir` (any world size and
+// stage, or an unsharded job's), every parameter whole on every rank:
+// what an unsharded job loads. nullopt if there is none. Raised on every
+// rank: a checkpoint of another model than `parameters` (InvalidArgument;
+// the number, sizes or dtypes differ), one written by save_checkpoint
+// (InvalidArgument), shards that disagree on the optimizer or step or
+// leave elements uncovered (InvalidArgument, naming the parameter), a
+// missing, truncated or corrupt shard (Protocol, naming the file).
+GRADWIRE_API std::optional<FullShardedCheckpoint> load_full_sharded_checkpoint(
+    Communicator& comm, const std::string& dir, const std::vector<ShardedParameter>& parameters);
 
 }  // namespace gradwire

@@ -53,13 +53,18 @@ bool number(std::string_view text, T& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
+// Space-separated fields; a trailing space ends with an empty field (a
+// meta record of an empty value, e.g. the optimizer kind of a job whose
+// optimizer is not the engine's, is "meta <hex key> ").
 std::vector<std::string_view> fields(std::string_view line) {
   std::vector<std::string_view> out;
+  if (line.empty()) return out;
   size_t at = 0;
-  while (at < line.size() && out.size() < 8) {
+  while (out.size() < 8) {
     const size_t space = line.find(' ', at);
     const size_t end = space == std::string_view::npos ? line.size() : space;
     out.push_back(line.substr(at, end - at));
+    if (space == std::string_view::npos) break;
     at = end + 1;
   }
   return out;

@@ -13,6 +13,7 @@
 #include "consistency.h"
 #include "grad_hooks.h"
 #include "gradwire/error.h"
+#include "gradwire/torch/unsharded_checkpoint.h"
 
 namespace gradwire::torch {
 
@@ -234,6 +235,15 @@ void DistributedDataParallel::broadcast_buffers(int root) {
 Reducer& DistributedDataParallel::reducer() { return *state_->reducer; }
 
 std::string DistributedDataParallel::save_state() const { return state_->reducer->save_state(); }
+void DistributedDataParallel::save_checkpoint(const std::string& dir, uint64_t step,
+                                              ::torch::optim::Optimizer& optimizer,
+                                              const CheckpointOptions& options) {
+  save_unsharded_checkpoint(state_->comm, dir, step, *module_, optimizer, options);
+}
+std::optional<uint64_t> DistributedDataParallel::load_checkpoint(
+    const std::string& dir, ::torch::optim::Optimizer& optimizer) {
+  return load_unsharded_checkpoint(state_->comm, dir, *module_, optimizer);
+}
 
 void DistributedDataParallel::load_state(std::string_view state) {
   state_->reducer->load_state(state);

@@ -15,6 +15,7 @@
 #include "consistency.h"
 #include "grad_hooks.h"
 #include "gradwire/error.h"
+#include "gradwire/torch/unsharded_checkpoint.h"
 
 namespace gradwire::torch {
 
@@ -379,7 +380,9 @@ void ShardedDataParallel::load_state(const std::vector<const ShardedState*>& sou
 }
 void ShardedDataParallel::save_checkpoint(const std::string& dir, uint64_t step,
                                           const CheckpointOptions& options) {
-  save_sharded_checkpoint(state_->comm, dir, step, *state_->engine, options);
+  CheckpointOptions o = options;  // names and shapes, for an unsharded loader
+  o.meta[kParameterManifestKey] = parameter_manifest(*module_);
+  save_sharded_checkpoint(state_->comm, dir, step, *state_->engine, o);
 }
 std::optional<uint64_t> ShardedDataParallel::load_checkpoint(const std::string& dir) {
   if (state_->stage() == 3) state_->release_units();  // the engine releases them too

@@ -32,12 +32,15 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "gradwire/checkpoint.h"
 #include "gradwire/communicator.h"
 #include "gradwire/reducer.h"
 
@@ -112,6 +115,18 @@ class DistributedDataParallel {
   // gradient views follow the restored plan.
   std::string save_state() const;
   void load_state(std::string_view state);
+
+  // Collective: the module and `optimizer` (torch::optim Adam, AdamW or
+  // SGD) as a sharded checkpoint that ShardedDataParallel loads at any
+  // stage and world size, and loading one written by it (or by this) at any
+  // world size: save_unsharded_checkpoint / load_unsharded_checkpoint
+  // (gradwire/torch/unsharded_checkpoint.h, Note [torch optimizer state in
+  // sharded checkpoints]). Between steps.
+  void save_checkpoint(const std::string& dir, uint64_t step,
+                       ::torch::optim::Optimizer& optimizer,
+                       const CheckpointOptions& options = {});
+  std::optional<uint64_t> load_checkpoint(const std::string& dir,
+                                          ::torch::optim::Optimizer& optimizer);
 
   // The engine underneath: plan, step statistics, shards (sharded mode).
   Reducer& reducer();

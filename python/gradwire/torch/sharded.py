@@ -25,7 +25,8 @@ import torch.distributed as dist
 
 from gradwire import _C_torch
 
-__all__ = ["ShardedDataParallel", "Adam", "AdamW", "SGD"]
+__all__ = ["ShardedDataParallel", "Adam", "AdamW", "SGD", "save_ddp_checkpoint",
+           "load_ddp_checkpoint"]
 
 
 def Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
@@ -227,3 +228,84 @@ class ShardedDataParallel(torch.nn.Module):
             h.remove()
         self._hooks = []
         self._impl.close()
+
+
+# ---------------------------------------------------------------- unsharded (DDP) jobs
+
+def _ddp_parts(module, optimizer, process_group):
+    """The gradwire backend, the module's trainable parameters by name and
+    the optimizer's class and layout options (Note [mirror optimizer] in
+    python/src/torch/sharded.cpp)."""
+    if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+        module = module.module  # the names ShardedDataParallel sees
+    group = process_group if process_group is not None else dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    if not isinstance(backend, _C_torch.Backend):
+        raise TypeError("gradwire's checkpoints run on gradwire's communicator: create the "
+                        f"group with backend=\"gradwire\" (this one uses {type(backend).__name__})")
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    kind = type(optimizer).__name__
+    group0 = optimizer.param_groups[0] if optimizer.param_groups else {}
+    amsgrad = bool(group0.get("amsgrad", False))
+    momentum = float(group0.get("momentum", 0.0))
+    return backend, params, kind, amsgrad, momentum
+
+
+def save_ddp_checkpoint(module, optimizer, path, step, process_group=None, keep=2, meta=None):
+    """Collective: an unsharded job's (torch DDP on backend "gradwire")
+    module and ``torch.optim`` Adam, AdamW or SGD state as a sharded
+    checkpoint of step ``step`` in ``path``: every rank writes its slice,
+    rank 0 the manifest, in the format of ``ShardedDataParallel.save_checkpoint``,
+    so that ``ShardedDataParallel.load_checkpoint`` loads it at any stage
+    and world size (Note [torch optimizer state in sharded checkpoints] in
+    gradwire/torch/unsharded_checkpoint.h). ``module`` may be the DDP
+    wrapper or the module itself."""
+    backend, params, kind, amsgrad, momentum = _ddp_parts(module, optimizer, process_group)
+    states = []
+    for _, p in params:
+        st = optimizer.state.get(p)
+        if not st:
+            states.append(None)
+        elif kind == "SGD":
+            buf = st.get("momentum_buffer")
+            states.append(None if buf is None else (0, [buf.detach()]))
+        else:
+            step_t = st.get("step", 0)
+            states.append((int(step_t.item() if torch.is_tensor(step_t) else step_t),
+                           [st["exp_avg"].detach(), st["exp_avg_sq"].detach()]))
+    _C_torch._save_unsharded_checkpoint(
+        backend=backend, params=params, kind=kind, amsgrad=amsgrad, momentum=momentum,
+        states=states, dir=str(path), step=int(step), keep=int(keep), meta=dict(meta or {}))
+
+
+def load_ddp_checkpoint(module, optimizer, path, process_group=None):
+    """Collective: the newest sharded checkpoint in ``path`` (written by
+    ``ShardedDataParallel`` at any stage and world size, or by
+    ``save_ddp_checkpoint``) into the module's parameters and the
+    optimizer's state (replaced), on every rank; returns its step, or None
+    if there is none. A checkpoint of another model or optimizer kind, or a
+    corrupt one, raises the same ``gradwire.Error`` on every rank and
+    changes nothing."""
+    backend, params, kind, amsgrad, momentum = _ddp_parts(module, optimizer, process_group)
+    got = _C_torch._load_unsharded_checkpoint(
+        backend=backend, params=params, kind=kind, amsgrad=amsgrad,
+        momentum=momentum, dir=str(path))
+    if got is None:
+        return None
+    step, states = got
+    for (_, p), st in zip(params, states):
+        optimizer.state.pop(p, None)
+        if st is None:
+            continue
+        opt_step, tensors = st
+        if kind == "SGD":
+            optimizer.state[p] = {"momentum_buffer": tensors[0]}
+        else:
+            # torch keeps the step as a float32 tensor (on the CPU unless
+            # capturable or fused).
+            group = next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+            on = p.device if group.get("capturable") or group.get("fused") else "cpu"
+            optimizer.state[p] = {"step": torch.tensor(float(opt_step), dtype=torch.float32,
+                                                       device=on),
+                                  "exp_avg": tensors[0], "exp_avg_sq": tensors[1]}
+    return step

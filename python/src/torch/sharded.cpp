@@ -21,6 +21,9 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/nn/module.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include <map>
 #include <memory>
@@ -34,6 +37,7 @@
 #include "gradwire/sharded.h"
 #include "gradwire/torch/process_group.h"
 #include "gradwire/torch/sharded_data_parallel.h"
+#include "gradwire/torch/unsharded_checkpoint.h"
 #include "module.h"
 
 namespace gradwire::python {
@@ -71,20 +75,118 @@ std::vector<std::string> split(const std::string& name) {
 
 // The mirror's submodule for the dotted prefix of `parts` (all but the
 // last), created in first-use order (Python's order of the submodules).
-::torch::nn::Module& owner(PySharded& s, const std::vector<std::string>& parts) {
-  std::shared_ptr<::torch::nn::Module> m = s.mirror;
+::torch::nn::Module& owner(const std::shared_ptr<::torch::nn::Module>& root,
+                           std::map<std::string, std::shared_ptr<::torch::nn::Module>>& modules,
+                           const std::vector<std::string>& parts) {
+  std::shared_ptr<::torch::nn::Module> m = root;
   std::string path;
   for (size_t k = 0; k + 1 < parts.size(); ++k) {
     path = path.empty() ? parts[k] : path + "." + parts[k];
-    auto it = s.modules.find(path);
-    if (it == s.modules.end()) {
+    auto it = modules.find(path);
+    if (it == modules.end()) {
       auto child = std::make_shared<::torch::nn::Module>(parts[k]);
       m->register_module(parts[k], child);
-      it = s.modules.emplace(path, child).first;
+      it = modules.emplace(path, child).first;
     }
     m = it->second;
   }
   return *m;
+}
+::torch::nn::Module& owner(PySharded& s, const std::vector<std::string>& parts) {
+  return owner(s.mirror, s.modules, parts);
+}
+
+// Note [mirror optimizer]: an unsharded (torch DDP) job's checkpoint in the
+// sharded format is written and read by the libtorch functions
+// (gradwire/torch/unsharded_checkpoint.h), which take a torch::nn::Module
+// and a torch::optim optimizer. From Python we pass a mirror module of the
+// Python module's parameters (Note [mirror module]) and a libtorch
+// optimizer of the same class over the same tensors, whose state is the
+// Python optimizer's per-parameter state (the same tensors on saving; on
+// loading, handed back for Python to install). Only the class and the
+// options that decide the state's layout matter (amsgrad, momentum): the
+// hyperparameters are not saved.
+struct MirrorOptimizer {
+  std::shared_ptr<::torch::nn::Module> module;
+  std::unique_ptr<::torch::optim::Optimizer> optimizer;
+  std::vector<at::Tensor> params;
+};
+
+using ParamStates = std::vector<std::optional<std::pair<int64_t, std::vector<at::Tensor>>>>;
+
+MirrorOptimizer mirror_optimizer(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                                 const std::string& kind, bool amsgrad, double momentum) {
+  MirrorOptimizer out;
+  out.module = std::make_shared<::torch::nn::Module>("mirror");
+  std::map<std::string, std::shared_ptr<::torch::nn::Module>> modules;
+  for (const auto& [name, t] : params) {
+    const std::vector<std::string> parts = split(name);
+    owner(out.module, modules, parts).register_parameter(parts.back(), t, t.requires_grad());
+    out.params.push_back(t);
+  }
+  if (kind == "Adam") {
+    out.optimizer = std::make_unique<::torch::optim::Adam>(
+        out.params, ::torch::optim::AdamOptions().amsgrad(amsgrad));
+  } else if (kind == "AdamW") {
+    out.optimizer = std::make_unique<::torch::optim::AdamW>(
+        out.params, ::torch::optim::AdamWOptions().amsgrad(amsgrad));
+  } else if (kind == "SGD") {
+    out.optimizer = std::make_unique<::torch::optim::SGD>(
+        out.params, ::torch::optim::SGDOptions(0.1).momentum(momentum));
+  } else {
+    throw Error(ErrorCode::InvalidArgument,
+                "the optimizer is torch.optim." + kind + ", not Adam, AdamW or SGD, the ones "
+                "the sharded engine has: its state has no place in a sharded checkpoint");
+  }
+  return out;
+}
+
+void put_states(MirrorOptimizer& m, const std::string& kind, const ParamStates& states) {
+  for (size_t i = 0; i < m.params.size() && i < states.size(); ++i) {
+    if (!states[i]) continue;
+    const auto& [step, ts] = *states[i];
+    void* key = m.params[i].unsafeGetTensorImpl();
+    auto at = [&](size_t k) { return k < ts.size() ? ts[k] : at::Tensor(); };
+    if (kind == "SGD") {
+      auto st = std::make_unique<::torch::optim::SGDParamState>();
+      st->momentum_buffer(at(0));
+      m.optimizer->state()[key] = std::move(st);
+    } else if (kind == "Adam") {
+      auto st = std::make_unique<::torch::optim::AdamParamState>();
+      st->step(step);
+      st->exp_avg(at(0));
+      st->exp_avg_sq(at(1));
+      m.optimizer->state()[key] = std::move(st);
+    } else {
+      auto st = std::make_unique<::torch::optim::AdamWParamState>();
+      st->step(step);
+      st->exp_avg(at(0));
+      st->exp_avg_sq(at(1));
+      m.optimizer->state()[key] = std::move(st);
+    }
+  }
+}
+
+ParamStates get_states(MirrorOptimizer& m, const std::string& kind) {
+  ParamStates out;
+  for (const auto& p : m.params) {
+    auto it = m.optimizer->state().find(p.unsafeGetTensorImpl());
+    if (it == m.optimizer->state().end() || !it->second) {
+      out.emplace_back();
+    } else if (kind == "SGD") {
+      auto& st = static_cast<::torch::optim::SGDParamState&>(*it->second);
+      out.emplace_back(std::make_pair(int64_t(0), std::vector<at::Tensor>{st.momentum_buffer()}));
+    } else if (kind == "Adam") {
+      auto& st = static_cast<::torch::optim::AdamParamState&>(*it->second);
+      out.emplace_back(std::make_pair(st.step(),
+                                      std::vector<at::Tensor>{st.exp_avg(), st.exp_avg_sq()}));
+    } else {
+      auto& st = static_cast<::torch::optim::AdamWParamState&>(*it->second);
+      out.emplace_back(std::make_pair(st.step(),
+                                      std::vector<at::Tensor>{st.exp_avg(), st.exp_avg_sq()}));
+    }
+  }
+  return out;
 }
 
 DataType dtype_named(const std::string& name) {
@@ -107,6 +209,43 @@ std::vector<ShardedState> decode_all(const std::vector<py::bytes>& blobs) {
 }  // namespace
 
 void register_sharded(py::module_& m) {
+  // Note [mirror optimizer]: gradwire.torch.save_ddp_checkpoint / load_ddp_checkpoint.
+  m.def(
+      "_save_unsharded_checkpoint",
+      [](const c10::intrusive_ptr<gradwire::torch::Backend>& backend,
+         const std::vector<std::pair<std::string, at::Tensor>>& params, const std::string& kind,
+         bool amsgrad, double momentum, const ParamStates& states, const std::string& dir,
+         uint64_t step, size_t keep, std::map<std::string, std::string> meta) {
+        MirrorOptimizer mo = mirror_optimizer(params, kind, amsgrad, momentum);
+        put_states(mo, kind, states);
+        CheckpointOptions o;
+        o.keep = keep;
+        o.meta = std::move(meta);
+        py::gil_scoped_release nogil;
+        gradwire::torch::save_unsharded_checkpoint(backend->communicator(), dir, step, *mo.module,
+                                                   *mo.optimizer, o);
+      },
+      py::arg("backend"), py::arg("params"), py::arg("kind"), py::arg("amsgrad"),
+      py::arg("momentum"), py::arg("states"), py::arg("dir"), py::arg("step"), py::arg("keep"),
+      py::arg("meta"));
+  m.def(
+      "_load_unsharded_checkpoint",
+      [](const c10::intrusive_ptr<gradwire::torch::Backend>& backend,
+         const std::vector<std::pair<std::string, at::Tensor>>& params, const std::string& kind,
+         bool amsgrad, double momentum,
+         const std::string& dir) -> std::optional<std::pair<uint64_t, ParamStates>> {
+        MirrorOptimizer mo = mirror_optimizer(params, kind, amsgrad, momentum);
+        std::optional<uint64_t> step;
+        {
+          py::gil_scoped_release nogil;
+          step = gradwire::torch::load_unsharded_checkpoint(backend->communicator(), dir,
+                                                            *mo.module, *mo.optimizer);
+        }
+        if (!step) return std::nullopt;
+        return std::make_pair(*step, get_states(mo, kind));
+      },
+      py::arg("backend"), py::arg("params"), py::arg("kind"), py::arg("amsgrad"),
+      py::arg("momentum"), py::arg("dir"));
   py::class_<ShardOptimizer, std::shared_ptr<ShardOptimizer>>(
       m, "ShardOptimizer", "An optimizer of gradwire's sharded engine (gradwire/sharded.h).")
       .def_property_readonly("kind", &ShardOptimizer::kind)
