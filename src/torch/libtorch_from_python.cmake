@@ -14,4 +14,6 @@ function(gradwire_libtorch_from_python torch_lib)
   # torch's wheels use the C++11 std::string ABI, as gradwire's core does
   # (python/CMakeLists.txt checks it before calling this).
   target_compile_definitions(gradwire_libtorch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+  # Line tables only in RelWithDebInfo (Note [line tables for libtorch code] in torch.cmake).
+  target_compile_options(gradwire_libtorch INTERFACE $<BUILD_INTERFACE:$<$<CONFIG:RelWithDebInfo>:-g1>>)
 endfunction()

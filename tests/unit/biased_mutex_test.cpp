@@ -86,10 +86,18 @@ TEST(AsymmetricFence, DekkerNeverLetsBothIn) {
   const auto spin = [](uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
   };
+  // The waits between rounds yield after a short spin: the race under test
+  // is the flag store, fence and load, which follow the wait; when ctest
+  // runs another test beside this one, a pure spin waits out a whole time
+  // slice per round (120 s for the test on a loaded 2-core VM).
+  const auto wait_for = [](const Flag& f, uint32_t r) {
+    for (uint32_t i = 0; f.v.load(std::memory_order_acquire) != r; ++i) {
+      if (i >= 2000) std::this_thread::yield();
+    }
+  };
   std::thread hot([&] {
     for (uint32_t r = 1; r <= kRounds; ++r) {
-      while (start.v.load(std::memory_order_acquire) != r) {
-      }
+      wait_for(start, r);
       spin((r * 7) % 23);
       hot_flag.v.store(r, std::memory_order_relaxed);
       light_fence();
@@ -103,8 +111,7 @@ TEST(AsymmetricFence, DekkerNeverLetsBothIn) {
     rare_flag.v.store(r, std::memory_order_relaxed);
     heavy_fence();
     const bool rare_in = hot_flag.v.load(std::memory_order_relaxed) != r;
-    while (hot_done.v.load(std::memory_order_acquire) != r) {
-    }
+    wait_for(hot_done, r);
     if (rare_in && hot_in.load(std::memory_order_relaxed)) ++both_in;
   }
   hot.join();
