@@ -285,6 +285,34 @@ struct GRADWIRE_API LossScaling {
   float min_scale = 1.0f;
 };
 
+// Compressed gradient reduce-scatter (Note [compressed gradient
+// reduce-scatter] in src/sharded/compressed.cpp): each rank's contribution
+// to a Bucket travels as blockwise int8 with one float32 scale per block
+// (gradwire/quantized.h's layout and guarantees: every shard is computed
+// from the same wire bytes by the same code, so it does not depend on which
+// rank reduces it), about a quarter of float32's bytes and half of
+// bfloat16's.
+enum class GradientCompression : uint8_t {
+  None = 0,  // the plain reduce_scatter (stage 1: allreduce)
+  Int8 = 1,
+};
+
+struct GRADWIRE_API GradientCompressionOptions {
+  GradientCompression kind = GradientCompression::None;
+  // Elements per float32 scale, 1 .. 65536 (QuantizedOptions::block_size).
+  size_t block_size = 256;
+  // Each rank keeps, per Bucket, the quantization error of its whole
+  // contribution (padded elements of float32: 4 bytes per parameter
+  // element on every rank, at every stage; memory().compression) and adds
+  // it to the next step's (Note [quantization error feedback]). Not part
+  // of state(): load_state() resets it to zero.
+  bool error_feedback = true;
+  // The backward passes after fewer than start_step optimizer steps
+  // (optimizer_steps(), restored by load_state) reduce uncompressed, bit
+  // for bit as with kind None: a warm-up, as PowerSGD's start_iter.
+  uint64_t start_step = 0;
+};
+
 struct GRADWIRE_API ShardedOptions {
   int stage = 2;  // 1: optimizer state, 2: + gradients, 3: + parameters
   BucketCaps caps;
@@ -308,6 +336,9 @@ struct GRADWIRE_API ShardedOptions {
   size_t max_buckets_in_flight = 4;
   // At construction, every rank's parameters become rank 0's (like DDP).
   bool broadcast_parameters = true;
+  // Stages 1-3: the gradients' reduction as int8 (stage 1: a quantized
+  // reduce-scatter and an exact allgather of the reduced shards).
+  GradientCompressionOptions gradient_compression;
 };
 
 // Bytes the engine holds, by kind (host memory it allocated; what the
@@ -322,8 +353,13 @@ struct GRADWIRE_API ShardedMemory {
   size_t bucket_buffers = 0;   // stages 2, 3: full gradient Buckets allocated for reduction
   size_t bucket_buffer_count = 0;
   size_t scratch = 0;          // fp32 gradient widening, one Bucket shard
+  // Gradient compression: the error-feedback buffers (full Buckets, float32),
+  // stage 1's int8 wire buffers and one float32 accumulator shard (stages 2
+  // and 3 keep their wire buffers in bucket_buffers).
+  size_t compression = 0;
   size_t total() const {
-    return parameters + gathered + master + optimizer_state + gradients + bucket_buffers + scratch;
+    return parameters + gathered + master + optimizer_state + gradients + bucket_buffers + scratch +
+           compression;
   }
 };
 

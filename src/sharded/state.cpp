@@ -209,6 +209,9 @@ void ShardedEngine::Impl::load_state(const std::vector<const ShardedState*>& sou
     for (size_t k = 0; k < bk.state.size(); ++k) bk.state[k] = std::move(built[b].state[k]);
   }
   steps_ = first->step;
+  // Not in the state: the error-feedback buffers restart from zero (Note
+  // [compressed gradient reduce-scatter] in compressed.cpp says why).
+  reset_error_feedback();
   scale_ = options_.loss_scaling.enabled ? first->loss_scale : 1.0f;
   good_steps_ = first->good_steps;
   phase_ = Phase::Idle;
