@@ -9,7 +9,8 @@
 //  * ShardedEngine: runs a plan each step. Backward: mark_ready(i) copies
 //    gradient i (divided by the world size) into its Bucket; a complete
 //    Bucket is launched at once, strictly in Bucket order, as an allreduce
-//    (stage 1) or a reduce_scatter (stages 2 and 3). finalize() waits.
+//    (stage 1) or a reduce_scatter (stages 2 and 3), or their int8 form
+//    (gradient_compression). finalize() waits.
 //    step() updates this rank's shard of fp32 master weights with a
 //    ShardOptimizer (unscaling, loss-scale overflow skip and global-norm
 //    clipping on the way), casts it to the parameter dtype and, in stages 1

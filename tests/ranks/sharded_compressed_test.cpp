@@ -39,7 +39,7 @@ namespace sm = gwtest::sharded;
 // plus a bias. Small Buckets, so it spans several.
 const std::vector<size_t> kSizes = {37, 129, 5, 90, 39, 1};
 constexpr size_t kDim = 300;  // the sum of kSizes but the bias
-constexpr size_t kSamples = 96;  // per rank
+constexpr size_t kSamples = 256;  // per rank
 
 std::vector<ShardedParameter> model(DataType dt) {
   std::vector<ShardedParameter> ps;

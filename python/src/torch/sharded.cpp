@@ -300,6 +300,7 @@ void register_sharded(py::module_& m) {
              d["bucket_buffers"] = mem.bucket_buffers;
              d["bucket_buffer_count"] = mem.bucket_buffer_count;
              d["scratch"] = mem.scratch;
+             d["compression"] = mem.compression;
              d["total"] = mem.total();
              return d;
            })
