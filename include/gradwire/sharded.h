@@ -260,8 +260,18 @@ struct GRADWIRE_API ShardedState {
     std::vector<std::vector<float>> state;  // per state name, count each
   };
   std::vector<Record> records;  // sorted by (parameter, offset), not overlapping
+  // Gradient compression's error feedback (GradientCompressionOptions):
+  // this rank's buffers, one per Bucket (padded float32 each), and the
+  // fingerprint of the layout they belong to (plan, world size, options).
+  // Not a shard of anything: an engine restores them only from the state of
+  // its own rank written by an engine of the same layout, and otherwise
+  // starts them at zero. Empty (layout 0) without error feedback and in a
+  // full state.
+  uint64_t error_feedback_layout = 0;
+  std::vector<std::vector<float>> error_feedback;
 
-  // "GWSHST01" | u32 version | header | records (little-endian); decode()
+  // "GWSHST01" | u32 version | header | records | error feedback
+  // (little-endian; version 1, without the last part, is still read); decode()
   // bounds-checks every length against what is left and refuses anything
   // encode() would not write (a Protocol error naming `what`): it is input
   // from disk (Note [states are untrusted input]).
@@ -305,8 +315,10 @@ struct GRADWIRE_API GradientCompressionOptions {
   // Each rank keeps, per Bucket, the quantization error of its whole
   // contribution (padded elements of float32: 4 bytes per parameter
   // element on every rank, at every stage; memory().compression) and adds
-  // it to the next step's (Note [quantization error feedback]). Not part
-  // of state(): load_state() resets it to zero.
+  // it to the next step's (Note [quantization error feedback]). Saved in
+  // state() and restored by load_state() at the same world size and
+  // options (a resumed run continues bit for bit); anywhere else it
+  // restarts at zero (ShardedState::error_feedback).
   bool error_feedback = true;
   // The backward passes after fewer than start_step optimizer steps
   // (optimizer_steps(), restored by load_state) reduce uncompressed, bit

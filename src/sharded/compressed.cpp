@@ -44,22 +44,27 @@
 // error-feedback buffer is per rank and per Bucket and covers the whole
 // padded Bucket, because each rank's error is that of its own contribution
 // to every shard: 4 bytes per parameter element on every rank, whatever
-// the stage (memory().compression). It is not in state(): it is not a
-// shard of anything (it does not re-shard to another world size) and
-// ShardedState has no place for it, so load_state() resets it to zero:
-// the first step after a load sends its gradient without the previous
-// step's residual (at most half a quantization step per element), and a
-// resumed compressed run is close to, not bit for bit, the uninterrupted
-// one. The step counter start_step is compared with is optimizer_steps(),
-// which state() saves, so a resumed run warms up exactly as far as the
-// original did.
+// the stage (memory().compression). state() saves it (with a fingerprint
+// of the layout it belongs to: the plan, the world size and the
+// compression options), and load_state() restores it from the source
+// written by this same rank under the same layout, so a run resumed at the
+// same world size continues bit for bit. It is not a shard of anything, so
+// it does not re-shard: at another world size, another plan or block size,
+// from a full state or a state without it, load_state() starts it at zero,
+// and the first step after the load sends its gradient without the
+// previous step's residual (at most half a quantization step per element):
+// close to, not bit for bit, the uninterrupted run. The step counter
+// start_step is compared with is optimizer_steps(), which state() saves,
+// so a resumed run warms up exactly as far as the original did.
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/ranges.h>
 
+#include "base/logging.h"
 #include "base/raise.h"
 #include "sharded/engine_impl.h"
+#include "sharded/plan_internal.h"
 
 namespace gradwire {
 
@@ -186,6 +191,45 @@ Work ShardedEngine::Impl::launch_compressed(size_t b, std::byte* full) {
 
 void ShardedEngine::Impl::reset_error_feedback() {
   for (auto& bk : buckets_) std::fill(bk->error.begin(), bk->error.end(), 0.0f);
+}
+
+// 0: no error feedback to save.
+uint64_t ShardedEngine::Impl::error_feedback_layout() const {
+  const GradientCompressionOptions& gc = options_.gradient_compression;
+  if (gc.kind == GradientCompression::None || !gc.error_feedback) return 0;
+  Fnv1a h;
+  h.add(sharded::plan_fingerprint(plan_, options_));  // the world size and Buckets too
+  h.add(uint64_t(gc.kind));
+  h.add(gc.block_size);
+  return std::max<uint64_t>(h.value(), 1);
+}
+
+void ShardedEngine::Impl::save_error_feedback(ShardedState& s) const {
+  s.error_feedback_layout = error_feedback_layout();
+  if (!s.error_feedback_layout) return;
+  for (const auto& bk : buckets_) s.error_feedback.push_back(bk->error);
+}
+
+void ShardedEngine::Impl::load_error_feedback(const std::vector<const ShardedState*>& sources) {
+  reset_error_feedback();
+  const uint64_t layout = error_feedback_layout();
+  if (!layout) return;
+  for (const ShardedState* s : sources) {
+    if (s->world != world_ || s->rank != rank_ || s->error_feedback_layout != layout ||
+        s->error_feedback.size() != buckets_.size()) {
+      continue;
+    }
+    bool fits = true;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      fits = fits && s->error_feedback[b].size() == buckets_[b]->error.size();
+    }
+    if (!fits) continue;
+    for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b]->error = s->error_feedback[b];
+    return;
+  }
+  log().info("{}: load_state: no error-feedback buffers of this rank under this layout among the "
+             "{} states; they start at zero (Note [compressed gradient reduce-scatter])",
+             where(), sources.size());
 }
 
 size_t ShardedEngine::Impl::compression_bytes() const {

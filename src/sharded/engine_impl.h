@@ -163,6 +163,9 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
   // (stage 1: grads; 2, 3: the pool buffer, whose wire part follows).
   Work launch_compressed(size_t b, std::byte* full);
   void reset_error_feedback();
+  uint64_t error_feedback_layout() const;
+  void save_error_feedback(ShardedState& s) const;
+  void load_error_feedback(const std::vector<const ShardedState*>& sources);
   size_t compression_bytes() const;
 
   // parameters.cpp

@@ -82,7 +82,8 @@ class ShardedDataParallel(torch.nn.Module):
     gradient_compression: None or "int8": gradients reduce-scattered as int8
         with one float32 scale per ``compression_block_size`` elements
         (1..65536), with ``error_feedback`` (per rank, 4 bytes per parameter
-        element; reset to zero by ``load_checkpoint``), from optimizer step
+        element; in the checkpoints, restored at the same world size, else
+        restarted at zero), from optimizer step
         ``compression_start_step`` on (the steps before are uncompressed).
         Every rank must pass the same values (else an error on every rank).
     """
