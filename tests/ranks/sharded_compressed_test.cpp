@@ -203,9 +203,10 @@ TEST_P(Compressed, ConvergesLikeUncompressed) {
     final[c] = global_loss(data, read_all(e, ps));
     params[c] = snapshot(e, ps);
   }
-  // Measured (np1-4): the compressed final loss is within 1 % of the
-  // uncompressed one for float32; bfloat16 parameters round every update
-  // and plateau higher in both runs.
+  // Measured (np1-4, 60 steps from a loss of about 40): the compressed
+  // final loss over the uncompressed one is 0.9997 .. 1.0004 for float32
+  // and 1.0003 .. 1.029 for bfloat16 (whose reduction and parameters round
+  // more coarsely anyway); the tolerances leave room for that.
   const double tolerance = dt == DataType::Float32 ? 0.05 : 0.15;
   if (w.rank() == 0) {
     std::printf("[ figures ] stage %d %s np%d: loss %.6g -> uncompressed %.6g, int8 %.6g "
