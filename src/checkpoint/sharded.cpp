@@ -97,6 +97,12 @@ std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm, const std::s
       }
       ShardedState s = ShardedState::decode(it->second, shard_path);
       keep_overlapping(s, mine);
+      // Another rank's error-feedback buffers (gradient compression) are
+      // of no use here and as large as the model: drop them at once.
+      if (s.world != comm.size() || s.rank != rank) {
+        s.error_feedback_layout = 0;
+        s.error_feedback.clear();
+      }
       // The first state stays even if empty: load_state checks each
       // source's model, stage and optimizer.
       if (r == 0 || !s.records.empty()) states.push_back(std::move(s));

@@ -16,8 +16,11 @@
 // Launched by ctest through gwlaunch -n 1..4.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
+#include "gradwire/checkpoint.h"
 #include "gradwire/quantized.h"
 #include "harness.h"
 #include "sharded_model.h"
@@ -332,6 +335,27 @@ TEST(CompressedState, ResumesBitForBitAtTheSameWorldSize) {
     EXPECT_EQ(b.optimizer_steps(), 3u);
     for (int s = 0; s < 2; ++s) train_step(b, ps, data);
     EXPECT_EQ(snapshot(b, ps), want) << "the resumed run differs";
+    // The same through a sharded checkpoint (every rank reads every shard
+    // and keeps its own error feedback).
+    {
+      char path[256] = {};
+      if (w.rank() == 0) {
+        std::snprintf(path, sizeof path, "%s/gw-sharded-compressed-XXXXXX",
+                      std::filesystem::temp_directory_path().c_str());
+        if (!mkdtemp(path)) path[0] = 0;
+      }
+      w.broadcast(path, path, sizeof path, DataType::UInt8, 0).wait();
+      ASSERT_NE(path[0], 0);
+      ShardedEngine src(w, ps, sgd(), options(stage, GradientCompression::Int8));
+      src.load_state({&saved});
+      gradwire::save_sharded_checkpoint(w, path, 3, src);
+      ShardedEngine d(w, ps, sgd(), options(stage, GradientCompression::Int8));
+      EXPECT_EQ(gradwire::load_sharded_checkpoint(w, path, d), std::optional<uint64_t>(3));
+      for (int s = 0; s < 2; ++s) train_step(d, ps, data);
+      EXPECT_EQ(snapshot(d, ps), want) << "the run resumed from a checkpoint differs";
+      w.barrier().wait();
+      if (w.rank() == 0) std::filesystem::remove_all(path);
+    }
     auto dropped = saved;
     dropped.error_feedback_layout = 0;
     dropped.error_feedback.clear();
