@@ -39,6 +39,10 @@ class CompositeSteps {
   virtual void allgather(const void* send, void* recv, size_t count, DataType dtype) = 0;
   virtual void broadcast(const void* send, void* recv, size_t count, DataType dtype,
                          int root) = 0;
+  // As Communicator::alltoall (the sharded engine's quantized gradient
+  // exchange, Note [compressed gradient reduce-scatter] in
+  // src/sharded/compressed.cpp).
+  virtual void alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) = 0;
 
  protected:
   ~CompositeSteps() = default;

@@ -10,7 +10,7 @@
 // error-feedback buffer of that call site between steps.
 //
 // Guarantees (Note [quantized collective layout] in
-// src/compress/quantized.cpp):
+// src/collectives/quantized_layout.h):
 //  - the result of every element is computed from the same wire bytes by
 //    the same formula wherever it is computed, so the allgather leaves the
 //    same bytes on every rank (the sending rank dequantizes its own shard

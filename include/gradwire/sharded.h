@@ -9,7 +9,8 @@
 //  * ShardedEngine: runs a plan each step. Backward: mark_ready(i) copies
 //    gradient i (divided by the world size) into its Bucket; a complete
 //    Bucket is launched at once, strictly in Bucket order, as an allreduce
-//    (stage 1) or a reduce_scatter (stages 2 and 3). finalize() waits.
+//    (stage 1) or a reduce_scatter (stages 2 and 3), or their int8 form
+//    (gradient_compression). finalize() waits.
 //    step() updates this rank's shard of fp32 master weights with a
 //    ShardOptimizer (unscaling, loss-scale overflow skip and global-norm
 //    clipping on the way), casts it to the parameter dtype and, in stages 1
@@ -259,8 +260,18 @@ struct GRADWIRE_API ShardedState {
     std::vector<std::vector<float>> state;  // per state name, count each
   };
   std::vector<Record> records;  // sorted by (parameter, offset), not overlapping
+  // Gradient compression's error feedback (GradientCompressionOptions):
+  // this rank's buffers, one per Bucket (padded float32 each), and the
+  // fingerprint of the layout they belong to (plan, world size, options).
+  // Not a shard of anything: an engine restores them only from the state of
+  // its own rank written by an engine of the same layout, and otherwise
+  // starts them at zero. Empty (layout 0) without error feedback and in a
+  // full state.
+  uint64_t error_feedback_layout = 0;
+  std::vector<std::vector<float>> error_feedback;
 
-  // "GWSHST01" | u32 version | header | records (little-endian); decode()
+  // "GWSHST01" | u32 version | header | records | error feedback
+  // (little-endian; version 1, without the last part, is still read); decode()
   // bounds-checks every length against what is left and refuses anything
   // encode() would not write (a Protocol error naming `what`): it is input
   // from disk (Note [states are untrusted input]).
@@ -283,6 +294,36 @@ struct GRADWIRE_API LossScaling {
   float backoff = 0.5f;
   uint64_t growth_interval = 2000;
   float min_scale = 1.0f;
+};
+
+// Compressed gradient reduce-scatter (Note [compressed gradient
+// reduce-scatter] in src/sharded/compressed.cpp): each rank's contribution
+// to a Bucket travels as blockwise int8 with one float32 scale per block
+// (gradwire/quantized.h's layout and guarantees: every shard is computed
+// from the same wire bytes by the same code, so it does not depend on which
+// rank reduces it), about a quarter of float32's bytes and half of
+// bfloat16's.
+enum class GradientCompression : uint8_t {
+  None = 0,  // the plain reduce_scatter (stage 1: allreduce)
+  Int8 = 1,
+};
+
+struct GRADWIRE_API GradientCompressionOptions {
+  GradientCompression kind = GradientCompression::None;
+  // Elements per float32 scale, 1 .. 65536 (QuantizedOptions::block_size).
+  size_t block_size = 256;
+  // Each rank keeps, per Bucket, the quantization error of its whole
+  // contribution (padded elements of float32: 4 bytes per parameter
+  // element on every rank, at every stage; memory().compression) and adds
+  // it to the next step's (Note [quantization error feedback]). Saved in
+  // state() and restored by load_state() at the same world size and
+  // options (a resumed run continues bit for bit); anywhere else it
+  // restarts at zero (ShardedState::error_feedback).
+  bool error_feedback = true;
+  // The backward passes after fewer than start_step optimizer steps
+  // (optimizer_steps(), restored by load_state) reduce uncompressed, bit
+  // for bit as with kind None: a warm-up, as PowerSGD's start_iter.
+  uint64_t start_step = 0;
 };
 
 struct GRADWIRE_API ShardedOptions {
@@ -308,6 +349,9 @@ struct GRADWIRE_API ShardedOptions {
   size_t max_buckets_in_flight = 4;
   // At construction, every rank's parameters become rank 0's (like DDP).
   bool broadcast_parameters = true;
+  // Stages 1-3: the gradients' reduction as int8 (stage 1: a quantized
+  // reduce-scatter and an exact allgather of the reduced shards).
+  GradientCompressionOptions gradient_compression;
 };
 
 // Bytes the engine holds, by kind (host memory it allocated; what the
@@ -322,8 +366,13 @@ struct GRADWIRE_API ShardedMemory {
   size_t bucket_buffers = 0;   // stages 2, 3: full gradient Buckets allocated for reduction
   size_t bucket_buffer_count = 0;
   size_t scratch = 0;          // fp32 gradient widening, one Bucket shard
+  // Gradient compression: the error-feedback buffers (full Buckets, float32),
+  // stage 1's int8 wire buffers and one float32 accumulator shard (stages 2
+  // and 3 keep their wire buffers in bucket_buffers).
+  size_t compression = 0;
   size_t total() const {
-    return parameters + gathered + master + optimizer_state + gradients + bucket_buffers + scratch;
+    return parameters + gathered + master + optimizer_state + gradients + bucket_buffers + scratch +
+           compression;
   }
 };
 

@@ -68,8 +68,10 @@ void keep_overlapping(ShardedState& s,
 // model with `parameters` may load, keeping the records that overlap
 // `mine` (by parameter); the first shard's state always. Raises; run it
 // under sharded::attempt.
+// `world`: this job's world size, or -1 where no state of the engine's
+// gradient compression can be used (an unsharded loader).
 std::vector<ShardedState> read_states(
-    const std::string& path, uint64_t chosen, int rank,
+    const std::string& path, uint64_t chosen, int rank, int world,
     const std::vector<ShardedParameter>& parameters,
     const std::vector<std::vector<std::pair<size_t, size_t>>>& mine, Manifest* manifest) {
   const Manifest m = read_manifest(path, chosen);
@@ -95,6 +97,12 @@ std::vector<ShardedState> read_states(
     }
     ShardedState s = ShardedState::decode(it->second, shard_path);
     keep_overlapping(s, mine);
+    // Another rank's error-feedback buffers (gradient compression) are
+    // of no use here and as large as the model: drop them at once.
+    if (s.world != world || s.rank != rank) {
+      s.error_feedback_layout = 0;
+      s.error_feedback.clear();
+    }
     // The first state stays even if empty: the loader checks each
     // source's model, stage and optimizer.
     if (r == 0 || !s.records.empty()) states.push_back(std::move(s));
@@ -198,7 +206,7 @@ std::optional<FullShardedCheckpoint> load_full_sharded_checkpoint(
   const sharded::Outcome outcome = sharded::attempt([&] {
     Manifest m;
     const std::vector<ShardedState> states =
-        read_states(out.path, out.step, rank, parameters, all, &m);
+        read_states(out.path, out.step, rank, -1, parameters, all, &m);
     out.world_size = m.world_size;
     out.meta = m.meta;
     out.stage = states.at(0).stage;
@@ -230,7 +238,8 @@ std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm, const std::s
   }
   std::vector<ShardedState> states;
   const sharded::Outcome outcome = sharded::attempt([&] {
-    states = read_states(path, uint64_t(chosen), rank, engine.parameters(), mine, nullptr);
+    states = read_states(path, uint64_t(chosen), rank, comm.size(), engine.parameters(), mine,
+                         nullptr);
   });
   sharded::agree(comm, outcome, fmt::format("reading sharded checkpoint {}", path));
   std::vector<const ShardedState*> sources;

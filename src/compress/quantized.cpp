@@ -1,25 +1,10 @@
 // Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
 // The quantized collectives (include/gradwire/quantized.h): reduce-scatter
 // and allgather as blockwise int8 (Note [blockwise int8] in
-// kernels/quantize_math.h).
-//
-// Note [quantized collective layout]: the count elements are split into
-// shards as Communicator::reduce_scatter splits them (shard_count /
-// shard_offset). Shard j travels as one segment of S bytes,
-//   [nbmax float32 scales][shard_count(j) int8][zero padding],
-// where nbmax is the number of blocks of the largest shard and S is rounded
-// up to 4 bytes, so every segment has the same size (one alltoall or one
-// allgather of S bytes per rank) and its scales are 4-byte aligned. Unused
-// scales and padding are zeroed once and never written, so the wire is
-// defined bytes. Reduce-scatter: each rank quantizes every shard of its
-// input into segment j of its send buffer (its own shard too: the result
-// must not depend on which rank reduces it) with that shard's slice of its
-// error buffer; after the alltoall, the owner of shard j sums the ranks'
-// dequantized segments into float32 in rank order 0, 1, ..., then converts
-// once to the dtype. Allgather: each rank quantizes its shard into its
-// segment of the gather buffer, and after the allgather every rank
-// dequantizes every segment, its own included. Either way a result is a
-// function of the wire bytes alone, computed by the same code everywhere.
+// kernels/quantize_math.h), in the layout of Note [quantized collective
+// layout] (src/collectives/quantized_layout.h), whose element passes they
+// share with the sharded engine (Note [quantized exchange below both
+// users]).
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -27,13 +12,12 @@
 
 #include "base/raise.h"
 #include "base/state_io.h"
+#include "collectives/quantized_layout.h"
 #include "gradwire/quantized.h"
 #include "kernels/cpu/quantize.h"
 
 namespace gradwire {
 namespace {
-
-using kernels::QuantType;
 
 std::string dtype_name(uint64_t v) {
   if (v < std::size(kAllDataTypes)) return std::string(to_string(DataType(v)));
@@ -41,35 +25,10 @@ std::string dtype_name(uint64_t v) {
 }
 
 bool quantizable(uint64_t v) {
-  return v == uint64_t(DataType::Float32) || v == uint64_t(DataType::Float16) ||
-         v == uint64_t(DataType::BFloat16);
+  return v < std::size(kAllDataTypes) && collectives::quantizable(DataType(v));
 }
 
-QuantType quant_type(DataType dt) {
-  switch (dt) {
-    case DataType::Float16: return QuantType::Float16;
-    case DataType::BFloat16: return QuantType::BFloat16;
-    default: return QuantType::Float32;
-  }
-}
-
-// The shards, blocks and segment size of Note [quantized collective layout],
-// after every rank has checked that every rank asked for the same.
-struct Plan {
-  size_t world = 1, rank = 0, count = 0, block = 0, element = 4;
-  DataType dtype = DataType::Float32;
-  QuantType type = QuantType::Float32;
-  size_t nbmax = 0, segment = 0;
-
-  size_t shard(size_t r) const { return shard_count(count, int(world), int(r)); }
-  size_t offset(size_t r) const { return shard_offset(count, int(world), int(r)); }
-  float* scales(std::byte* wire, size_t r) const {
-    return reinterpret_cast<float*>(wire + r * segment);
-  }
-  int8_t* values(std::byte* wire, size_t r) const {
-    return reinterpret_cast<int8_t*>(wire + r * segment + nbmax * sizeof(float));
-  }
-};
+using Plan = collectives::QuantizedLayout;
 
 // Every rank allgathers what it was asked for and checks every rank's
 // values, so a bad or differing option raises the same error on every rank
@@ -120,18 +79,7 @@ Plan agree_plan(Communicator& comm, const char* who, size_t count, DataType dtyp
           "quantized collective with the same count, dtype and options",
           rank, who, fmt::join(bad, ", "), kWhat[k], show(all[4 * bad[0] + k]), show(all[k]));
   }
-  Plan p;
-  p.world = world;
-  p.rank = rank;
-  p.count = count;
-  p.block = options.block_size;
-  p.dtype = dtype;
-  p.type = quant_type(dtype);
-  p.element = element_size(dtype);
-  const size_t nmax = p.shard(0);  // the first shards are the largest
-  p.nbmax = kernels::quant_blocks(nmax, p.block);
-  p.segment = (p.nbmax * sizeof(float) + nmax + 3) / 4 * 4;
-  return p;
+  return Plan::make(world, rank, count, options.block_size, dtype);
 }
 
 }  // namespace
@@ -157,22 +105,11 @@ class __attribute__((visibility("hidden"))) QuantizedReduceScatter::Impl {
             plan_.rank, to_string(op));
     }
     if (plan_.count == 0) return;
-    const auto* src = static_cast<const std::byte*>(send);
-    for (size_t j = 0; j < plan_.world; ++j) {
-      const size_t off = plan_.offset(j);
-      kernels::quantize_int8_blocks(src + off * plan_.element, plan_.type, plan_.shard(j),
-                                    plan_.block, error_.empty() ? nullptr : error_.data() + off,
-                                    plan_.scales(send_.data(), j), plan_.values(send_.data(), j));
-    }
+    collectives::quantize_shards(plan_, send, error_.empty() ? nullptr : error_.data(),
+                                 send_.data());
     comm_.alltoall(send_.data(), recv_.data(), plan_.segment, DataType::UInt8).wait();
-    const size_t mine = acc_.size();
-    std::fill(acc_.begin(), acc_.end(), 0.0f);
-    for (size_t i = 0; i < plan_.world; ++i) {  // in rank order: Note [quantized collective layout]
-      kernels::accumulate_int8_blocks(plan_.values(recv_.data(), i), plan_.scales(recv_.data(), i),
-                                      mine, plan_.block, acc_.data());
-    }
     const float factor = op == ReduceOp::Avg ? 1.0f / float(plan_.world) : 1.0f;
-    kernels::store_scaled(acc_.data(), factor, mine, plan_.type, recv);
+    collectives::reduce_segments(plan_, recv_.data(), acc_.data(), factor, recv);
   }
 
   std::string save() const {

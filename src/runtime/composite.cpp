@@ -44,6 +44,9 @@ class ContextSteps final : public CompositeSteps {
   void broadcast(const void* send, void* recv, size_t count, DataType dtype, int root) override {
     run(CollectiveCall::broadcast(send, recv, count, dtype, root));
   }
+  void alltoall(const void* send, void* recv, size_t count_per_rank, DataType dtype) override {
+    run(CollectiveCall::alltoall(send, recv, count_per_rank, dtype));
+  }
 
  private:
   void run(const CollectiveCall& call) {

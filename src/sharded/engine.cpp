@@ -85,20 +85,28 @@ ShardedEngine::Impl::~Impl() {
 // Buckets in one collective: wrong sums or a hang. Every rank allgathers
 // the fingerprints of its parameter list, its whole plan and options and
 // its optimizer, once, before anything else is communicated; every rank
-// sees every rank's values, so all raise the same Mismatch together.
+// sees every rank's values, so all raise the same Mismatch together. The
+// gradient compression options travel as values beside the fingerprints,
+// so that a bad one on any rank (an InvalidArgument) or one that differs
+// (a Mismatch) is named, with the ranks, on every rank (compressed.cpp).
 void ShardedEngine::Impl::check_agreement() {
   Fnv1a opt;
   opt.add(optimizer_ ? compress::fnv1a64(optimizer_->kind()) : 0);
   for (const auto& s : state_names_) opt.add(compress::fnv1a64(s));
-  const uint64_t mine[3] = {parameter_list_fingerprint(params_),
-                            sharded::plan_fingerprint(plan_, options_), opt.value()};
-  std::vector<uint64_t> all(3 * size_t(world_));
+  const GradientCompressionOptions& gc = options_.gradient_compression;
+  constexpr size_t kStride = 7;
+  const uint64_t mine[kStride] = {parameter_list_fingerprint(params_),
+                                  sharded::plan_fingerprint(plan_, options_), opt.value(),
+                                  uint64_t(gc.kind), gc.block_size, gc.error_feedback ? 1u : 0u,
+                                  gc.start_step};
+  std::vector<uint64_t> all(kStride * size_t(world_));
   try {
     comm_.allgather(mine, all.data(), all.size(), DataType::Int64).wait();
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("rank {}: ShardedEngine: comparing the ranks' parameter "
                                       "lists failed: {}", rank_, e.message()));
   }
+  check_compression(all, kStride, 3);
   static constexpr const char* kWhat[3] = {
       "parameter lists (number, sizes, dtypes or order of the parameters)",
       "shard plans or options (stage, caps, alignment, order, units, reduce dtype, clipping, "
@@ -107,7 +115,7 @@ void ShardedEngine::Impl::check_agreement() {
   for (int k = 0; k < 3; ++k) {
     std::vector<int> differ;
     for (int r = 1; r < world_; ++r) {
-      if (all[3 * size_t(r) + size_t(k)] != all[size_t(k)]) differ.push_back(r);
+      if (all[kStride * size_t(r) + size_t(k)] != all[size_t(k)]) differ.push_back(r);
     }
     if (differ.empty()) continue;
     raise(ErrorCode::Mismatch, "rank {}: ShardedEngine: rank(s) {} have other {} than rank 0 ({} "
@@ -147,6 +155,7 @@ void ShardedEngine::Impl::allocate() {
   scratch_.assign(max_shard, 0.0f);
   marks_ = std::make_unique<std::atomic<uint8_t>[]>(params_.size());
   pool_buffer_bytes_ = options_.stage == 1 ? 0 : max_bucket_bytes;
+  allocate_compression(max_shard);
 }
 
 // Every rank's parameters become rank 0's (broadcast_parameters), Bucket by
@@ -343,8 +352,9 @@ void ShardedEngine::Impl::launch(size_t b) {
   try {
     if (options_.stage == 1) {
       if (pb.padded) {
-        bk.reduction = comm_.allreduce(bk.grads.get(), bk.grads.get(), pb.padded, bk.rdtype,
-                                       ReduceOp::Sum);
+        bk.reduction = compressing() ? launch_compressed(b, bk.grads.get())
+                                     : comm_.allreduce(bk.grads.get(), bk.grads.get(), pb.padded,
+                                                       bk.rdtype, ReduceOp::Sum);
       }
       return;
     }
@@ -370,7 +380,9 @@ void ShardedEngine::Impl::launch(size_t b) {
     };
     Work w;
     try {
-      w = comm_.reduce_scatter(full, bk.grads.get(), pb.padded, bk.rdtype, ReduceOp::Sum);
+      w = compressing()
+              ? launch_compressed(b, full)
+              : comm_.reduce_scatter(full, bk.grads.get(), pb.padded, bk.rdtype, ReduceOp::Sum);
     } catch (...) {
       give_back();
       throw;
@@ -511,6 +523,7 @@ ShardedMemory ShardedEngine::Impl::memory() const {
     for (const auto& p : pool_) m.bucket_buffers += p.bytes;
   }
   m.scratch = scratch_.size() * sizeof(float);
+  m.compression = compression_bytes();
   return m;
 }
 

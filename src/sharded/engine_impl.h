@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/quantized_layout.h"
 #include "gradwire/sharded.h"
 #include "reducer/in_order.h"
 
@@ -117,6 +118,13 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
     HostBuffer grads;
     std::byte* filling = nullptr;  // stages 2, 3: the pool buffer being filled
     size_t pool_slot = 0;
+    // Gradient compression (compressed.cpp): the quantized exchange's
+    // layout over the padded Bucket, this rank's error-feedback buffer
+    // (padded float32; empty without error feedback) and, stage 1 only,
+    // the send and receive wire buffers (stages 2, 3: in the pool buffer).
+    collectives::QuantizedLayout quant;
+    std::vector<float> error;
+    HostBuffer wire;
     // Per step:
     std::atomic<size_t> pending{0};
     Work reduction;
@@ -146,6 +154,19 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
   void launch(size_t b);
   void wait_reductions_quietly();
   [[noreturn]] void raise_unmarked(const std::vector<size_t>& unmarked);
+
+  // compressed.cpp (Note [compressed gradient reduce-scatter])
+  void check_compression(const std::vector<uint64_t>& all, size_t stride, size_t first) const;
+  void allocate_compression(size_t max_shard);
+  bool compressing() const;
+  // The Bucket's reduction as one composite operation; full: its gradients
+  // (stage 1: grads; 2, 3: the pool buffer, whose wire part follows).
+  Work launch_compressed(size_t b, std::byte* full);
+  void reset_error_feedback();
+  uint64_t error_feedback_layout() const;
+  void save_error_feedback(ShardedState& s) const;
+  void load_error_feedback(const std::vector<const ShardedState*>& sources);
+  size_t compression_bytes() const;
 
   // parameters.cpp
   std::byte* own_params(size_t b);  // this rank's shard of the parameters, P dtype
@@ -184,6 +205,13 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
   std::vector<size_t> free_slots_;
   size_t in_reduction_ = 0;  // pool buffers held by launched Buckets
   size_t pool_buffer_bytes_ = 0;
+  // Stages 2, 3 with compression: a pool buffer is [gradients: wire_at_
+  // bytes][send wire][receive wire], each wire wire_bytes_ long.
+  size_t wire_at_ = 0, wire_bytes_ = 0;
+  // The quantized reduction's float32 sums: touched only inside the
+  // composite operations, which run one at a time on the communicator's
+  // engine (Note [composite operations]), so one serves every Bucket.
+  std::vector<float> quant_acc_;
 
   // Step state.
   Phase phase_ = Phase::Idle;

@@ -51,6 +51,7 @@ ShardedState ShardedEngine::Impl::state() {
     }
   }
   std::sort(s.records.begin(), s.records.end(), by_position);
+  save_error_feedback(s);
   return s;
 }
 
@@ -62,6 +63,8 @@ ShardedState ShardedEngine::Impl::full_state() {
   s.world = 1;
   s.rank = 0;
   s.records.clear();
+  s.error_feedback_layout = 0;  // per rank: not part of the whole model
+  s.error_feedback.clear();
   auto gather = [&](const void* shard, void* full, size_t padded, DataType dt) {
     if (padded == 0) return;
     comm_.allgather(shard, full, padded, dt).wait();
@@ -209,6 +212,9 @@ void ShardedEngine::Impl::load_state(const std::vector<const ShardedState*>& sou
     for (size_t k = 0; k < bk.state.size(); ++k) bk.state[k] = std::move(built[b].state[k]);
   }
   steps_ = first->step;
+  // This rank's own error feedback if a source has it, else zeros (Note
+  // [compressed gradient reduce-scatter] in compressed.cpp).
+  load_error_feedback(sources);
   scale_ = options_.loss_scaling.enabled ? first->loss_scale : 1.0f;
   good_steps_ = first->good_steps;
   phase_ = Phase::Idle;

@@ -12,7 +12,10 @@
 //   f32 loss scale | u64 good steps | u64 p, u8 dtype * p | u64 records |
 //   record = u64 parameter | u64 offset | u64 count | values (count x the
 //            parameter's dtype) | master (count x f32) | state (count x f32) * n
-//   str = u32 length (<= 256) | bytes; little-endian.
+//            | error feedback (version 2: only a state that has some)
+//   error feedback = u64 layout | u64 buckets | (u64 n | n x f32) * buckets
+//   str = u32 length (<= 256) | bytes; little-endian. Version 1 (before
+//   gradient compression) had no error feedback and is still read.
 #include <cstring>
 
 #include "base/le_bytes.h"
@@ -24,7 +27,7 @@ namespace gradwire {
 namespace {
 
 constexpr std::string_view kMagic = "GWSHST01";
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kMaxName = 256;
 constexpr uint32_t kMaxWorld = 1u << 20;
 
@@ -57,8 +60,12 @@ class Reader : public LeReader {
 
 std::string ShardedState::encode() const {
   std::string out;
+  // The lowest version that holds the state: a state without error
+  // feedback is written as version 1 (one encoding per state, and older
+  // readers keep reading it).
+  const bool with_error_feedback = error_feedback_layout != 0 || !error_feedback.empty();
   out.append(kMagic);
-  put_le(out, kVersion, 4);
+  put_le(out, with_error_feedback ? kVersion : 1, 4);
   put_le(out, fingerprint, 8);
   put_le(out, uint64_t(stage), 4);
   put_le(out, uint64_t(world), 4);
@@ -82,6 +89,13 @@ std::string ShardedState::encode() const {
     put_bytes(out, r.master.data(), r.master.size() * 4);
     for (const auto& s : r.state) put_bytes(out, s.data(), s.size() * 4);
   }
+  if (!with_error_feedback) return out;
+  put_le(out, error_feedback_layout, 8);
+  put_le(out, error_feedback.size(), 8);
+  for (const auto& e : error_feedback) {
+    put_le(out, e.size(), 8);
+    put_bytes(out, e.data(), e.size() * 4);
+  }
   return out;
 }
 
@@ -89,7 +103,9 @@ ShardedState ShardedState::decode(std::string_view bytes, const std::string& wha
   Reader r(bytes, what);
   if (r.take(kMagic.size(), "the magic") != kMagic) r.fail("wrong magic");
   const uint64_t version = r.u(4, "the version");
-  if (version != kVersion) r.fail(fmt::format("format version {}, this gradwire reads {}", version, kVersion));
+  if (version < 1 || version > kVersion) {
+    r.fail(fmt::format("format version {}, this gradwire reads 1 to {}", version, kVersion));
+  }
   ShardedState s;
   s.fingerprint = r.u(8, "the fingerprint");
   const uint64_t stage = r.u(4, "the stage"), world = r.u(4, "the world size"),
@@ -154,6 +170,21 @@ ShardedState ShardedState::decode(std::string_view bytes, const std::string& wha
     rec.state.resize(s.state_names.size());
     for (auto& st : rec.state) floats(st, "optimizer state");
     s.records.push_back(std::move(rec));
+  }
+  if (version >= 2) {
+    s.error_feedback_layout = r.u(8, "the error-feedback layout");
+    const uint64_t buckets = r.u(8, "the error-feedback bucket count");
+    if (buckets > r.left() / 8) r.fail(fmt::format("{} error-feedback buffers cannot fit", buckets));
+    // encode() writes version 1 for a state without error feedback.
+    if (s.error_feedback_layout == 0 && buckets == 0) r.fail("an empty error-feedback part");
+    for (uint64_t k = 0; k < buckets; ++k) {
+      const uint64_t n = r.u(8, "an error-feedback buffer's length");
+      if (n > r.left() / 4) r.fail(fmt::format("error-feedback buffer {} of {} floats cannot fit", k, n));
+      const std::string_view f = r.take(n * 4, "error feedback");
+      std::vector<float> e(n);
+      if (n) std::memcpy(e.data(), f.data(), f.size());
+      s.error_feedback.push_back(std::move(e));
+    }
   }
   if (r.left() != 0) r.fail(fmt::format("{} bytes after the last record", r.left()));
   return s;

@@ -28,3 +28,8 @@ def test_checkpoint_reshards(stage, saved, loaded, tmp_path):
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_mismatched_modules_raise_everywhere(nproc):
     launch("torchrun", nproc, "sharded_worker.py", "mismatch", ok="sharded mismatch OK")
+
+
+@pytest.mark.parametrize("nproc", [1, 3])
+def test_int8_gradient_compression(nproc):
+    launch("torchrun", nproc, "sharded_worker.py", "compressed", ok="sharded compressed OK")

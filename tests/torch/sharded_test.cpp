@@ -379,4 +379,58 @@ TEST(ShardedStage3, ForwardWithoutUseIsAnError) {
   }
 }
 
+// Int8 gradients (ShardedOptions::gradient_compression through the
+// module's options): the warm-up steps are the uncompressed run's bits, the
+// step after is not, and after 8 steps the loss on a fixed batch is within
+// 5 % of the uncompressed run's, at every stage.
+TEST(ShardedCompression, Int8GradientsAfterAWarmUp) {
+  for (int stage : {1, 2, 3}) {
+    std::vector<std::vector<::torch::Tensor>> at2, at3;
+    double loss[2] = {0, 0};
+    for (int c = 0; c < 2; ++c) {
+      ::torch::manual_seed(5);
+      Net model;
+      ShardedDataParallelOptions o;
+      o.stage = stage;
+      o.caps.first_bucket_bytes = 256;
+      o.caps.bucket_bytes = 512;
+      o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::SGDOptions(0.05).momentum(0.9));
+      if (c) {
+        o.gradient_compression.kind = gradwire::GradientCompression::Int8;
+        o.gradient_compression.block_size = 32;
+        o.gradient_compression.start_step = 2;
+      }
+      ShardedDataParallel sdp(model, world(), o);
+      auto snap = [&] {
+        sdp.use_all();
+        std::vector<::torch::Tensor> p;
+        for (auto& t : model->parameters()) p.push_back(t.detach().clone());
+        return p;
+      };
+      auto [x, y] = batch(0, 8);  // one fixed batch: the loss must fall
+      for (int step = 0; step < 8; ++step) {
+        ::torch::mse_loss(model->forward(x, &sdp), y).backward();
+        EXPECT_TRUE(sdp.step());
+        if (step == 1) at2.push_back(snap());
+        if (step == 2) at3.push_back(snap());
+      }
+      sdp.use_all();
+      ::torch::NoGradGuard no_grad;
+      loss[c] = ::torch::mse_loss(model->forward(x), y).item<double>();
+    }
+    if (world().rank() == 0) {
+      std::printf("stage %d: loss after 8 steps uncompressed %.6f, int8 %.6f\n", stage, loss[0],
+                  loss[1]);
+    }
+    bool same2 = true, same3 = true;
+    for (size_t i = 0; i < at2[0].size(); ++i) {
+      same2 = same2 && at2[0][i].equal(at2[1][i]);
+      same3 = same3 && at3[0][i].equal(at3[1][i]);
+    }
+    EXPECT_TRUE(same2) << "stage " << stage << ": the warm-up was not the uncompressed run";
+    EXPECT_FALSE(same3) << "stage " << stage << ": the step after the warm-up was not compressed";
+    EXPECT_NEAR(loss[1], loss[0], 0.05 * loss[0]) << "stage " << stage;
+  }
+}
+
 }  // namespace

@@ -269,4 +269,29 @@ TEST(ShardedStateFormat, RoundTripsAndRefusesEveryTruncation) {
   EXPECT_THROW(gradwire::ShardedState::decode(overlapping.encode(), "test"), gradwire::Error);
 }
 
+// Version 2 adds this rank's error-feedback buffers (gradient compression);
+// a state without them is still written as version 1, byte for byte as
+// before, so each state has one encoding.
+TEST(ShardedStateFormat, ErrorFeedbackRoundTripsAsVersion2) {
+  const std::string v1 = sample_state().encode();
+  EXPECT_EQ(v1.substr(8, 4), std::string("\x01\0\0\0", 4));
+  auto s = sample_state();
+  s.error_feedback_layout = 0xfeed;
+  s.error_feedback = {{0.5f, -0.25f}, {}, {1e-3f}};
+  const std::string bytes = s.encode();
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x02\0\0\0", 4));
+  const auto back = gradwire::ShardedState::decode(bytes, "test");
+  EXPECT_EQ(back.encode(), bytes);
+  EXPECT_EQ(back.error_feedback_layout, 0xfeedu);
+  EXPECT_EQ(back.error_feedback, s.error_feedback);
+  for (size_t n = v1.size(); n < bytes.size(); ++n) {
+    EXPECT_THROW(gradwire::ShardedState::decode(bytes.substr(0, n), "test"), gradwire::Error) << n;
+  }
+  // A version-2 header over an empty error-feedback part is not canonical.
+  std::string empty = v1;
+  empty[8] = 2;
+  empty.append(16, '\0');
+  EXPECT_THROW(gradwire::ShardedState::decode(empty, "test"), gradwire::Error);
+}
+
 }  // namespace

@@ -107,6 +107,9 @@ struct ShardedDataParallelOptions {
   LossScaling loss_scaling;
   bool find_unused_parameters = false;
   size_t max_buckets_in_flight = 4;
+  // Int8 gradient reduce-scatter with error feedback after start_step
+  // optimizer steps (ShardedOptions::gradient_compression).
+  GradientCompressionOptions gradient_compression;
   // Note [forward waits per bucket].
   bool overlap_parameter_gather = false;
   // Stage 3: the submodules that are units, by name (Note [stage 3 units]).

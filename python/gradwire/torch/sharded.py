@@ -80,13 +80,21 @@ class ShardedDataParallel(torch.nn.Module):
         only for its own buckets.
     bucket_cap_mb, first_bucket_cap_mb, alignment, max_buckets_in_flight:
         the engine's bucketing (``gradwire/sharded.h``).
+    gradient_compression: None or "int8": gradients reduce-scattered as int8
+        with one float32 scale per ``compression_block_size`` elements
+        (1..65536), with ``error_feedback`` (per rank, 4 bytes per parameter
+        element; in the checkpoints, restored at the same world size, else
+        restarted at zero), from optimizer step
+        ``compression_start_step`` on (the steps before are uncompressed).
+        Every rank must pass the same values (else an error on every rank).
     """
 
     def __init__(self, module, process_group=None, *, stage=2, optimizer=None,
                  reduce_dtype=None, max_grad_norm=0.0, loss_scaling=False,
                  find_unused_parameters=False, overlap_parameter_gather=False, units=None,
                  bucket_cap_mb=25, first_bucket_cap_mb=1, alignment=32,
-                 max_buckets_in_flight=4):
+                 max_buckets_in_flight=4, gradient_compression=None,
+                 compression_block_size=256, error_feedback=True, compression_start_step=0):
         super().__init__()
         if optimizer is None:
             raise TypeError("ShardedDataParallel needs optimizer=gradwire.torch.sharded.Adam(...), "
@@ -97,6 +105,9 @@ class ShardedDataParallel(torch.nn.Module):
             raise TypeError("gradwire's ShardedDataParallel runs on gradwire's communicator: "
                             "create the group with backend=\"gradwire\" (this one uses "
                             f"{type(backend).__name__})")
+        if gradient_compression not in (None, "none", "int8"):
+            raise ValueError("gradient_compression must be None, \"none\" or \"int8\", not "
+                             f"{gradient_compression!r}")
         if reduce_dtype is not None and reduce_dtype not in _DTYPES:
             raise TypeError(f"reduce_dtype must be one of {list(_DTYPES)}, not {reduce_dtype}")
         scaling = {} if loss_scaling in (False, None) else \
@@ -122,7 +133,11 @@ class ShardedDataParallel(torch.nn.Module):
             find_unused_parameters=bool(find_unused_parameters),
             max_buckets_in_flight=int(max_buckets_in_flight),
             overlap_parameter_gather=bool(overlap_parameter_gather),
-            units=list(units or []))
+            units=list(units or []),
+            gradient_compression=gradient_compression,
+            compression_block_size=int(compression_block_size),
+            error_feedback=bool(error_feedback),
+            compression_start_step=int(compression_start_step))
         # The use() calls a C++ forward makes (Note [mirror module]): before
         # each unit's forward, and before the root's for its own parameters.
         self._hooks = []

@@ -281,7 +281,10 @@ void register_sharded(py::module_& m) {
                        bool loss_scaling, float initial_scale, float growth, float backoff,
                        uint64_t growth_interval, float min_scale, bool find_unused_parameters,
                        size_t max_buckets_in_flight, bool overlap_parameter_gather,
-                       std::vector<std::string> units) {
+                       std::vector<std::string> units,
+                       std::optional<std::string> gradient_compression,
+                       size_t compression_block_size, bool error_feedback,
+                       uint64_t compression_start_step) {
              auto s = std::make_shared<PySharded>();
              s->backend = backend;
              s->mirror = std::make_shared<::torch::nn::Module>("mirror");
@@ -311,6 +314,15 @@ void register_sharded(py::module_& m) {
              o.max_buckets_in_flight = max_buckets_in_flight;
              o.overlap_parameter_gather = overlap_parameter_gather;
              o.units = std::move(units);
+             if (gradient_compression && *gradient_compression == "int8") {
+               o.gradient_compression.kind = gradwire::GradientCompression::Int8;
+             } else if (gradient_compression && *gradient_compression != "none") {
+               throw py::value_error("ShardedDataParallel: gradient_compression must be None, "
+                                     "'none' or 'int8', not '" + *gradient_compression + "'");
+             }
+             o.gradient_compression.block_size = compression_block_size;
+             o.gradient_compression.error_feedback = error_feedback;
+             o.gradient_compression.start_step = compression_start_step;
              py::gil_scoped_release nogil;
              s->sdp = std::make_unique<ShardedDataParallel>(s->mirror, backend->communicator(),
                                                             std::move(o));
@@ -322,7 +334,9 @@ void register_sharded(py::module_& m) {
            py::arg("initial_scale"), py::arg("growth"), py::arg("backoff"),
            py::arg("growth_interval"), py::arg("min_scale"), py::arg("find_unused_parameters"),
            py::arg("max_buckets_in_flight"), py::arg("overlap_parameter_gather"),
-           py::arg("units"))
+           py::arg("units"), py::arg("gradient_compression") = std::nullopt,
+           py::arg("compression_block_size") = 256, py::arg("error_feedback") = true,
+           py::arg("compression_start_step") = 0)
       .def("step",
            [](PySharded& s) {
              py::gil_scoped_release nogil;
@@ -425,6 +439,7 @@ void register_sharded(py::module_& m) {
              d["bucket_buffers"] = mem.bucket_buffers;
              d["bucket_buffer_count"] = mem.bucket_buffer_count;
              d["scratch"] = mem.scratch;
+             d["compression"] = mem.compression;
              d["total"] = mem.total();
              return d;
            })

@@ -1,0 +1,241 @@
+// Copyright 2026 The gradwire authors. SPDX-License-Identifier: Apache-2.0
+// The sharded engine's compressed gradient reduce-scatter
+// (ShardedOptions::gradient_compression): its options' agreement, its
+// buffers and the Bucket's reduction as one composite operation.
+//
+// Note [compressed gradient reduce-scatter]: a Bucket's plain reduction is
+// an asynchronous reduce_scatter (stage 1: allreduce) launched when the
+// Bucket completes, overlapped with the rest of backward. Its compressed
+// form is three steps: quantize every shard of this rank's contribution
+// (with its error feedback), exchange the int8 segments (one alltoall),
+// and sum the received segments of this rank's shard in rank order (Note
+// [quantized collective layout] in collectives/quantized_layout.h; stage
+// 1 then allgathers the reduced shards, exactly, so that gradient(i) holds
+// the whole average as in the plain path). The three run as one composite
+// operation (Communicator::compose, Note [composite operations]) queued
+// where the plain collective would be:
+//  * it is an ordinary Work in this communicator's order, so everything
+//    built on the plain path holds unchanged: the pool buffer goes back in
+//    its then() (Note [bounded gradient buffers]), finalize() waits for it
+//    and reports its failure with the Bucket, and every rank queues the
+//    same operations in the same order;
+//  * the element work runs on the engine thread, not on the autograd
+//    thread that completed the Bucket, so backward goes on computing while
+//    the Bucket is quantized, exchanged and summed;
+//  * stage 1's allgather comes right after the sum inside the same
+//    operation: queued separately from a completion callback, its place
+//    in the order would depend on timing, differently on each rank.
+// Not the public QuantizedReduceScatter: its run() is synchronous and owns
+// its buffers, and it lives in the compress layer, above this one; the
+// layout and the element passes are shared instead (Note [quantized
+// exchange below both users]), so a shard is bit for bit what that class
+// computes from the same inputs and error buffers. Each shard is reduced
+// by its owner alone and reaches the other ranks only as the parameters'
+// exact allgather (or, stage 1, the gradients' exact allgather), so every
+// rank holds the same bits.
+//
+// The gradients are copied into the Bucket divided by the world size
+// (mark_ready), so the quantized values are the averaged contributions and
+// the reduction sums them (factor 1), as the plain path does.
+//
+// Memory: stages 2 and 3 put the send and receive wire buffers of a
+// Bucket behind its gradients in the pool buffer (counted in
+// bucket_buffers, freed with it); stage 1 keeps one pair per Bucket. The
+// error-feedback buffer is per rank and per Bucket and covers the whole
+// padded Bucket, because each rank's error is that of its own contribution
+// to every shard: 4 bytes per parameter element on every rank, whatever
+// the stage (memory().compression). state() saves it (with a fingerprint
+// of the layout it belongs to: the plan, the world size and the
+// compression options), and load_state() restores it from the source
+// written by this same rank under the same layout, so a run resumed at the
+// same world size continues bit for bit. It is not a shard of anything, so
+// it does not re-shard: at another world size, another plan or block size,
+// from a full state or a state without it, load_state() starts it at zero,
+// and the first step after the load sends its gradient without the
+// previous step's residual (at most half a quantization step per element):
+// close to, not bit for bit, the uninterrupted run. The step counter
+// start_step is compared with is optimizer_steps(), which state() saves,
+// so a resumed run warms up exactly as far as the original did.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/ranges.h>
+
+#include "base/logging.h"
+#include "base/raise.h"
+#include "sharded/engine_impl.h"
+#include "sharded/plan_internal.h"
+
+namespace gradwire {
+
+namespace {
+
+constexpr size_t kKindField = 0, kBlockField = 1;
+
+std::string kind_name(uint64_t kind) {
+  switch (kind) {
+    case uint64_t(GradientCompression::None): return "none";
+    case uint64_t(GradientCompression::Int8): return "int8";
+    default: return fmt::format("GradientCompression({})", kind);
+  }
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+// all: every rank's `stride` values; the compression options are at
+// [first, first + 4): kind, block_size, error_feedback, start_step.
+void ShardedEngine::Impl::check_compression(const std::vector<uint64_t>& all, size_t stride,
+                                            size_t first) const {
+  const std::string who = fmt::format("rank {}: ShardedEngine", rank_);
+  auto ranks_where = [&](auto&& bad) {
+    std::vector<int> out;
+    for (int r = 0; r < world_; ++r) {
+      if (bad(all.data() + stride * size_t(r) + first)) out.push_back(r);
+    }
+    return out;
+  };
+  if (auto bad = ranks_where([](const uint64_t* v) {
+        return v[kKindField] > uint64_t(GradientCompression::Int8);
+      });
+      !bad.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::gradient_compression.kind {} (rank(s) "
+          "{}) is not a GradientCompression (none, int8)", who,
+          kind_name(all[stride * size_t(bad[0]) + first + kKindField]), fmt::join(bad, ", "));
+  }
+  if (auto bad = ranks_where([](const uint64_t* v) {
+        return v[kKindField] != uint64_t(GradientCompression::None) &&
+               (v[kBlockField] == 0 || v[kBlockField] > kernels::kMaxQuantBlock);
+      });
+      !bad.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::gradient_compression.block_size {} "
+          "(rank(s) {}) is out of range; it is the number of elements per float32 scale, 1 .. {}",
+          who, all[stride * size_t(bad[0]) + first + kBlockField], fmt::join(bad, ", "),
+          kernels::kMaxQuantBlock);
+  }
+  if (options_.gradient_compression.kind != GradientCompression::None) {
+    // Called before allocate(): the plan says what each Bucket reduces in.
+    for (const ShardedBucket& pb : plan_.buckets) {
+      const DataType rdtype = options_.reduce_dtype.value_or(pb.dtype);
+      if (collectives::quantizable(rdtype)) continue;
+      raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::gradient_compression.kind int8 "
+            "cannot reduce {} gradients (reduce_dtype); the int8 quantizer takes float32, float16 "
+            "or bfloat16", who, to_string(rdtype));
+    }
+  }
+  // Options that only describe compression matter only where it is on.
+  if (ranks_where([](const uint64_t* v) { return v[kKindField] != 0; }).empty()) return;
+  static constexpr const char* kWhat[4] = {"kind", "block_size", "error_feedback", "start_step"};
+  for (size_t k = 0; k < 4; ++k) {
+    const uint64_t ref = all[first + k];
+    auto bad = ranks_where([&](const uint64_t* v) { return v[k] != ref; });
+    if (bad.empty()) continue;
+    auto show = [&](uint64_t v) { return k == kKindField ? kind_name(v) : fmt::format("{}", v); };
+    raise(ErrorCode::Mismatch, "{}: rank(s) {} passed ShardedOptions::gradient_compression.{} {}, "
+          "rank 0 passed {}; every rank must build the engine with the same options", who,
+          fmt::join(bad, ", "), kWhat[k], show(all[stride * size_t(bad[0]) + first + k]),
+          show(ref));
+  }
+}
+
+void ShardedEngine::Impl::allocate_compression(size_t max_shard) {
+  const GradientCompressionOptions& gc = options_.gradient_compression;
+  if (gc.kind == GradientCompression::None) return;
+  size_t max_wire = 0;
+  for (auto& bk : buckets_) {
+    const ShardedBucket& pb = *bk->planned;
+    bk->quant = collectives::QuantizedLayout::make(size_t(world_), size_t(rank_), pb.padded,
+                                                   gc.block_size, bk->rdtype);
+    if (gc.error_feedback) bk->error.assign(pb.padded, 0.0f);
+    if (options_.stage == 1 && pb.padded) bk->wire = HostBuffer(2 * bk->quant.wire_bytes());
+    max_wire = std::max(max_wire, bk->quant.wire_bytes());
+  }
+  quant_acc_.assign(max_shard, 0.0f);
+  if (options_.stage != 1) {
+    wire_at_ = round_up(pool_buffer_bytes_, 64);
+    wire_bytes_ = round_up(max_wire, 64);
+    pool_buffer_bytes_ = wire_at_ + 2 * wire_bytes_;
+  }
+}
+
+bool ShardedEngine::Impl::compressing() const {
+  const GradientCompressionOptions& gc = options_.gradient_compression;
+  return gc.kind != GradientCompression::None && steps_ >= gc.start_step;
+}
+
+Work ShardedEngine::Impl::launch_compressed(size_t b, std::byte* full) {
+  Bucket& bk = *buckets_[b];
+  const bool stage1 = options_.stage == 1;
+  std::byte* send = stage1 ? bk.wire.get() : full + wire_at_;
+  std::byte* recv = send + (stage1 ? bk.quant.wire_bytes() : wire_bytes_);
+  return comm_.compose(
+      "compressed reduce-scatter", describe_bucket(b),
+      [this, &bk, full, send, recv, stage1](CompositeSteps& steps) {
+        const collectives::QuantizedLayout& l = bk.quant;
+        collectives::quantize_shards(l, full, bk.error.empty() ? nullptr : bk.error.data(), send);
+        // The bytes after each segment's values: a pool buffer held
+        // another Bucket's layout before (Note [quantized collective
+        // layout]: the wire is defined bytes).
+        for (size_t j = 0; j < l.world; ++j) {
+          const size_t used = l.nbmax * sizeof(float) + l.shard(j);
+          std::memset(send + j * l.segment + used, 0, l.segment - used);
+        }
+        steps.alltoall(send, recv, l.segment, DataType::UInt8);
+        std::byte* shard = bk.grads.get();
+        if (stage1) shard += bk.shard_offset * element_size(bk.rdtype);
+        collectives::reduce_segments(l, recv, quant_acc_.data(), 1.0f, shard);
+        if (stage1) steps.allgather(shard, bk.grads.get(), l.count, bk.rdtype);
+      });
+}
+
+void ShardedEngine::Impl::reset_error_feedback() {
+  for (auto& bk : buckets_) std::fill(bk->error.begin(), bk->error.end(), 0.0f);
+}
+
+// 0: no error feedback to save.
+uint64_t ShardedEngine::Impl::error_feedback_layout() const {
+  const GradientCompressionOptions& gc = options_.gradient_compression;
+  if (gc.kind == GradientCompression::None || !gc.error_feedback) return 0;
+  Fnv1a h;
+  h.add(sharded::plan_fingerprint(plan_, options_));  // the world size and Buckets too
+  h.add(uint64_t(gc.kind));
+  h.add(gc.block_size);
+  return std::max<uint64_t>(h.value(), 1);
+}
+
+void ShardedEngine::Impl::save_error_feedback(ShardedState& s) const {
+  s.error_feedback_layout = error_feedback_layout();
+  if (!s.error_feedback_layout) return;
+  for (const auto& bk : buckets_) s.error_feedback.push_back(bk->error);
+}
+
+void ShardedEngine::Impl::load_error_feedback(const std::vector<const ShardedState*>& sources) {
+  reset_error_feedback();
+  const uint64_t layout = error_feedback_layout();
+  if (!layout) return;
+  for (const ShardedState* s : sources) {
+    if (s->world != world_ || s->rank != rank_ || s->error_feedback_layout != layout ||
+        s->error_feedback.size() != buckets_.size()) {
+      continue;
+    }
+    bool fits = true;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      fits = fits && s->error_feedback[b].size() == buckets_[b]->error.size();
+    }
+    if (!fits) continue;
+    for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b]->error = s->error_feedback[b];
+    return;
+  }
+  log().info("{}: load_state: no error-feedback buffers of this rank under this layout among the "
+             "{} states; they start at zero (Note [compressed gradient reduce-scatter])",
+             where(), sources.size());
+}
+
+size_t ShardedEngine::Impl::compression_bytes() const {
+  size_t n = quant_acc_.size() * sizeof(float);
+  for (const auto& bk : buckets_) n += bk->error.size() * sizeof(float) + bk->wire.bytes;
+  return n;
+}
+
+}  // namespace gradwire
