@@ -110,8 +110,16 @@ int wake(Communicator& comm, int late_ms) {
     }
     conclusive = true;
     if (L[kWakes] < 1) {
-      if (say) std::fprintf(stderr, "[rank 0] doorbell wake: FAIL: round %d: waiters slept but rank %d "
-                   "issued no FUTEX_WAKE\n", round, late);
+      if (say) {
+        std::fprintf(stderr, "[rank 0] doorbell wake: FAIL: round %d: waiters slept but rank %d "
+                     "issued no FUTEX_WAKE (", round, late);
+        for (int p = 0; p < late; ++p) {
+          const int64_t* P = all.data() + size_t(p) * kFields;
+          std::fprintf(stderr, "rank %d: %lld sleeps, last ended %lld, %lld wakes; ", p,
+                       (long long)P[kSlept], (long long)P[kEnd], (long long)P[kWakes]);
+        }
+        std::fprintf(stderr, ")\n");
+      }
       return 1;
     }
     for (int p = 0; p < late; ++p) {
