@@ -44,9 +44,14 @@ struct Exchanged {
 // round two publishes whether that worked, so all ranks reach the same
 // verdict. Then each rank unlinks its own name: the memory lives on in the
 // mappings, and nothing is left in /dev/shm if a process is killed later.
-Exchanged exchange_segments(const Peers& peers, size_t bytes, uint32_t id) {
+// `prepare`, if given, runs on this rank's own segment before its name is
+// published, so before any peer can map it (Note [a Control is built before
+// its name is out]).
+Exchanged exchange_segments(const Peers& peers, size_t bytes, uint32_t id,
+                            const std::function<void(std::byte*)>& prepare = nullptr) {
   const int n = peers.size, me = peers.rank;
   Created mine = create_segment(bytes, id);
+  if (prepare && mine.map.data()) prepare(mine.map.data());
   const std::string blob = fmt::format("{}\n{}\n{}\n{}", host_identity(peers.options), mine.name,
                                        bytes, mine.error);
   const std::vector<std::string> all = peers.allgather(blob);
@@ -98,11 +103,30 @@ std::shared_ptr<Windows> open(const Peers& peers, const char* why) {
   // Note [asymmetric fences between processes]: registered before the
   // exchange, so before any peer can wait on this rank's doorbell.
   shared_fences_ready();
-  Exchanged ctl = exchange_segments(peers, control_bytes(peers.size), Descriptor::kNoWindow);
+  // Note [a Control is built before its name is out]: a rank's Control is
+  // not only its own: peers write its doorbell's `sleepers` (Note [the
+  // doorbell] in collectives/doorbell.h) as soon as they wait on it. It was
+  // constructed here after the exchange, and the exchange's last round
+  // returns on each rank at its own time: a peer that returned first could
+  // enter the next small collective, wait for this rank and announce itself
+  // (sleepers 0 -> 1) before this rank's placement new stored 0 over it.
+  // When that peer's wait ended, sleepers went to -1 and stayed off by one
+  // for the communicator's life, so one sleeper later read as none, the
+  // publisher skipped its FUTEX_WAKE and the sleeper woke only at its
+  // timeout (up to 10 ms). Traced at GRADWIRE_SPIN_US=0, 3 ranks (the
+  // doorbell test's wake case, which failed about 1 run in 3): ranks 0 and
+  // 1 handed the first barrier to their engine threads, which announced on
+  // rank 2's doorbell at +2.0 ms; rank 2 constructed its Control at +3.7 ms
+  // reading sleepers == 2 just before; both waits ended by timeout, leaving
+  // sleepers at -2; in the next collective both waiters slept on rank 2's
+  // doorbell (sleepers -2 + 2 = 0), and rank 2, 300 ms late, read 0 when it
+  // published: no wake-up. A budget of 0 announces after one empty poll;
+  // auto's spin and yields (up to ~2 ms) usually outlasted the gap, which
+  // is why only GRADWIRE_SPIN_US=0 failed. So the Control is constructed
+  // on the fresh segment before its name goes to the peers.
+  Exchanged ctl = exchange_segments(peers, control_bytes(peers.size), Descriptor::kNoWindow,
+                                    [](std::byte* mine) { new (mine) Control(); });
   if (ctl.direct) {
-    // Only our own: a peer may already write its Control (a fresh segment
-    // is zero-filled, which is what a constructed Control holds).
-    new (ctl.maps[peers.rank].data()) Control();
     windows->set_controls(std::move(ctl.maps));
   } else if (peers.rank == 0) {
     log().info("{} on communicator {}: no direct path ({}); its collectives go through the "
