@@ -90,18 +90,23 @@ pids=()
 for r in 0 1 2; do start "$work/ref.$r.log" $r; done
 for p in "${pids[@]}"; do wait "$p" || { cat "$work"/ref.*.log; echo "FAIL: the reference run failed"; exit 1; }; done
 reference=$(accuracy "$work/ref.0.log")
-# The noise floor: the same run uninterrupted at world size 2.
-store="$work/store.ref2"
-pids=()
-for r in 0 1; do
-  GRADWIRE_STORE_DIR="$store" RANK=$r WORLD_SIZE=2 timeout -s KILL 240 \
-    "${run[@]}" "${common[@]}" > "$work/ref2.$r.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p" || { cat "$work"/ref2.*.log; echo "FAIL: the world-2 run failed"; exit 1; }; done
-w3=$reference w2=$(accuracy "$work/ref2.0.log")
-reference=$(awk -v a="$w3" -v b="$w2" 'BEGIN { printf "%.2f", (a + b) / 2 }')
-echo "uninterrupted: final test accuracy $w3% at world size 3, $w2% at world size 2: reference $reference%"
+# The noise floor: the same run uninterrupted at world size 2, unless
+# ELASTIC_REFERENCE=3 (the reference is then the world-3 run alone: for a
+# check of one kill, whose bound of 1.5 points is far wider than either).
+w3=$reference w2=""
+if [[ ${ELASTIC_REFERENCE:-3+2} == 3+2 ]]; then
+  store="$work/store.ref2"
+  pids=()
+  for r in 0 1; do
+    GRADWIRE_STORE_DIR="$store" RANK=$r WORLD_SIZE=2 timeout -s KILL 240 \
+      "${run[@]}" "${common[@]}" > "$work/ref2.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { cat "$work"/ref2.*.log; echo "FAIL: the world-2 run failed"; exit 1; }; done
+  w2=$(accuracy "$work/ref2.0.log")
+  reference=$(awk -v a="$w3" -v b="$w2" 'BEGIN { printf "%.2f", (a + b) / 2 }')
+fi
+echo "uninterrupted: final test accuracy $w3% at world size 3${w2:+, $w2% at world size 2}: reference $reference%"
 
 RANDOM=${SEED:-$$}
 failures=0
@@ -159,7 +164,7 @@ done
 check_shm_leaks "$work/start"
 ((failures == 0)) || { echo "FAIL: $failures of $reps repetitions"; exit 1; }
 mean=$(printf '%s\n' "${accuracies[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
-echo "mean final accuracy over $reps recovered runs: $mean% (uninterrupted: $w3% at world size 3, $w2% at 2, reference $reference%)"
+echo "mean final accuracy over $reps recovered runs: $mean% (uninterrupted: $w3% at world size 3${w2:+, $w2% at 2}, reference $reference%)"
 awk -v a="$mean" -v b="$reference" -v t="$tolerance" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }' \
   || { echo "FAIL: the mean is more than $tolerance points from the uninterrupted run"; exit 1; }
 echo "all $reps repetitions recovered"
