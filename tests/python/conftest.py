@@ -40,7 +40,10 @@ def command(launcher, nproc, script, args):
 
 
 def launch(launcher, nproc, script, *args, timeout=600, ok="OK"):
-    """Runs `script` on `nproc` ranks; returns the combined output."""
+    """Runs `script` on `nproc` ranks; returns the combined output. `ok` is
+    the line every rank must print, or a list of them: one per scenario a
+    launch runs in sequence (one process start for several scenarios), so a
+    failure names the scenarios that did not finish."""
     env = dict(os.environ)
     # A launcher's variables from an outer job would confuse the inner one.
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
@@ -53,10 +56,17 @@ def launch(launcher, nproc, script, *args, timeout=600, ok="OK"):
                           text=True, timeout=timeout)
     out = proc.stdout
     tail = "\n".join(out.splitlines()[-60:])
-    assert proc.returncode == 0, f"{launcher} -n {nproc} {script} failed ({proc.returncode}):\n{tail}"
     # Ranks print concurrently: lines may interleave, so match anywhere.
-    oks = set(re.findall(rf"rank (\d+): [^\n]*?{re.escape(ok)}", out))
-    assert len(oks) == nproc, f"expected '{ok}' from {nproc} ranks, got {sorted(oks)}:\n{tail}"
+    wanted = [ok] if isinstance(ok, str) else list(ok)
+    missing = []
+    for line in wanted:
+        oks = set(re.findall(rf"rank (\d+): [^\n]*?{re.escape(line)}", out))
+        if len(oks) != nproc:
+            missing.append(f"'{line}' (from ranks {sorted(oks)})")
+    what = f"{launcher} -n {nproc} {os.path.basename(script)} {' '.join(map(str, args))}"
+    assert proc.returncode == 0 and not missing, (
+        f"{what} failed (exit status {proc.returncode}); scenarios without an OK line on all "
+        f"{nproc} ranks: {', '.join(missing) or 'none'}:\n{tail}")
     return out
 
 
