@@ -13,11 +13,13 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LAUNCHERS = ["torchrun", "mpirun"]
-# The worlds of the collective suites: every size under torchrun, mpirun
-# (whose variables gradwire reads instead of torchrun's) at 3, the
-# non-power of two. The code below the launcher is the same at every size,
-# and each launch costs a Python start (and torch's import) per rank.
-WORLDS = [("torchrun", 1), ("torchrun", 2), ("torchrun", 3), ("mpirun", 3)]
+# The worlds of the collective suites: every size, each launcher at 3, the
+# non-power of two (gradwire reads mpirun's variables instead of
+# torchrun's). The code below the launcher is the same at every size, and
+# each launch costs a Python start (and torch's import) per rank, plus one
+# for torchrun's agent: the world of one runs under mpirun, whose launcher
+# does not import torch.
+WORLDS = [("mpirun", 1), ("torchrun", 2), ("torchrun", 3), ("mpirun", 3)]
 
 
 def have_torch():
