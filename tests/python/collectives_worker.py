@@ -1,13 +1,13 @@
 """Every collective through torch.distributed with backend="gradwire",
 compared with the gloo backend's results on the same inputs.
 
-Run under torchrun or mpirun (launched by test_torch_backend.py); arguments
-"modes" and "errors" run modes_worker.py's and errors_worker.py's checks
-after these, in the same process group. The
+Run under torchrun or mpirun (launched by test_torch_backend.py). The
 default group is gradwire's; a gloo group over the same ranks computes the
 reference. Inputs are small integers, so every dtype (float16/bfloat16
 included) sums exactly and results must match bit for bit; avg, which gloo
 lacks, is checked against sum / world. Exits non-zero on the first mismatch.
+Arguments "modes" and "errors" then run modes_worker.py's and
+errors_worker.py's checks in the same process group.
 """
 import sys
 
