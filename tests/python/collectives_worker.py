@@ -6,6 +6,8 @@ default group is gradwire's; a gloo group over the same ranks computes the
 reference. Inputs are small integers, so every dtype (float16/bfloat16
 included) sums exactly and results must match bit for bit; avg, which gloo
 lacks, is checked against sum / world. Exits non-zero on the first mismatch.
+Arguments "modes" and "errors" then run modes_worker.py's and
+errors_worker.py's checks in the same process group.
 """
 import sys
 
@@ -118,6 +120,12 @@ def run(group_gw, group_gloo, label):
 
 
 def main():
+    # Optional arguments: more checks in the same process group after these
+    # (a Python start with torch costs seconds of CPU, more than a check):
+    # "modes" (modes_worker.py), "errors" (errors_worker.py, at 2 ranks or
+    # more; it shuts the communicators down, so it comes last).
+    extra = sys.argv[1:]
+    assert set(extra) <= {"modes", "errors"} and "errors" not in extra[:-1], extra
     dist.init_process_group(backend="gradwire")
     rank, world = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
@@ -133,8 +141,15 @@ def main():
             assert dist.get_world_size(g) == len(set(ranks))
             run(g, r, f"group {ranks}")
     dist.barrier()
-    dist.destroy_process_group()
     print(f"rank {rank}: collectives_worker OK (world {world})", flush=True)
+    if "modes" in extra:
+        import modes_worker
+        modes_worker.check(gloo)
+    if "errors" in extra:
+        import errors_worker
+        errors_worker.check(gloo)  # destroys the process group
+    else:
+        dist.destroy_process_group()
     return 0
 
 

@@ -1,5 +1,6 @@
 """Errors and interruption through torch.distributed with backend="gradwire"
-(2 ranks; test_torch_backend.py launches it):
+(2 ranks or more; run last by collectives_worker.py's launches in
+test_torch_backend.py, or alone):
  * invalid input raises gradwire.InvalidArgumentError (code, message) on the
    calling rank, before anything is sent;
  * Ctrl-C (SIGINT) interrupts a collective's wait with KeyboardInterrupt; the
@@ -33,11 +34,11 @@ def expect(exc_type, code, fn, what):
     raise AssertionError(f"{what}: no {exc_type.__name__} raised")
 
 
-def main():
-    dist.init_process_group(backend="gradwire")
-    rank = dist.get_rank()
-    assert dist.get_world_size() == 2
-    gloo = dist.new_group(backend="gloo")
+def check(gloo):
+    """Every check above on the default (gradwire) group; ends with the exit
+    shutdown and destroys the process group, so it runs last."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert world >= 2, world
 
     e = expect(gradwire.InvalidArgumentError, "InvalidArgument",
                lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(5)),
@@ -50,7 +51,7 @@ def main():
     expect(gradwire.Error, "InvalidArgument", lambda: dist.all_reduce(torch.ones(8)[::2]),
            "non-contiguous")
 
-    # Ctrl-C while rank 0 waits for rank 1, who joins 1.5 s later.
+    # Ctrl-C while rank 0 waits for the others, who join 1.5 s later.
     t = torch.ones(1000)
     if rank == 0:
         main_ident = threading.main_thread().ident
@@ -58,7 +59,7 @@ def main():
         start = time.monotonic()
         try:
             dist.all_reduce(t)
-            raise AssertionError("all_reduce returned although rank 1 had not joined")
+            raise AssertionError("all_reduce returned although the others had not joined")
         except KeyboardInterrupt:
             took = time.monotonic() - start
             assert took < 1.2, f"KeyboardInterrupt took {took:.2f} s"
@@ -66,9 +67,9 @@ def main():
         time.sleep(1.5)
         dist.all_reduce(t)
     dist.barrier()  # gradwire: ordered after the interrupted all_reduce
-    assert torch.equal(t, torch.full((1000,), 2.0)), t[:4]
+    assert torch.equal(t, torch.full((1000,), float(world))), t[:4]
 
-    # A group with a 3 s deadline; rank 1 never joins the all_reduce.
+    # A group with a 3 s deadline; the other ranks never join the all_reduce.
     short = dist.new_group(timeout=datetime.timedelta(seconds=3))
     if rank == 0:
         start = time.monotonic()
@@ -85,6 +86,11 @@ def main():
     assert "exiting" in e.message, e.message
     print(f"rank {rank}: errors_worker OK", flush=True)
     dist.destroy_process_group()
+
+
+def main():
+    dist.init_process_group(backend="gradwire")
+    check(dist.new_group(backend="gloo"))
     return 0
 
 

@@ -1,8 +1,8 @@
 """Collectives with list outputs under torch.inference_mode() and
 torch.no_grad(), and a Work whose copy-out fails (issue: silent wrong
 results under inference_mode; Note [copy-out in the caller's mode] in
-src/torch/c10d_work.cpp). Launched by test_torch_backend.py at
-world sizes 2 and 3.
+src/torch/c10d_work.cpp). Run by collectives_worker.py's launches at
+world sizes 2 and 3 (test_torch_backend.py), or alone.
 
  * all_gather and all_to_all (the backend gathers into one buffer and copies
    into the caller's list on its engine thread) and reduce_scatter (list of
@@ -101,16 +101,20 @@ def failing_copy_out(gloo, rank, world):
     assert t.tolist() == [float(world)] * 3, t
 
 
-def main():
-    dist.init_process_group(backend="gradwire")
+def check(gloo):
+    """Every check above on the default (gradwire) group; `gloo` spans the same ranks."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    gloo = dist.new_group(backend="gloo")
     for mode in MODES:
         run_mode(mode, gloo, rank, world)
     failing_copy_out(gloo, rank, world)
     dist.barrier()
-    dist.destroy_process_group()
     print(f"rank {rank}: modes OK", flush=True)
+
+
+def main():
+    dist.init_process_group(backend="gradwire")
+    check(dist.new_group(backend="gloo"))
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

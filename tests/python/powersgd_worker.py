@@ -1,5 +1,5 @@
 """gradwire's powerSGD_hook under torch's DDP with backend="gradwire"
-(test_ddp.py launches it on 2-3 ranks):
+(run by ddp_worker.py --powersgd on 2-3 ranks in test_ddp.py, or alone):
 
  * full rank (matrix_approximation_rank >= every matrix's smaller side,
    min_compression_rate 0 so everything is compressed) on a regression MLP
@@ -115,9 +115,8 @@ def low_rank_training(rank, world):
     return rate
 
 
-def main():
-    dist.init_process_group(backend="gradwire")
-    rank, world = dist.get_rank(), dist.get_world_size()
+def check(rank, world):
+    """Every check above on the default (gradwire) group."""
     exact_average_check(rank, world)
     rate = low_rank_training(rank, world)
     # A group on another backend is refused with the reason.
@@ -129,6 +128,11 @@ def main():
         assert "gradwire" in str(e), e
     dist.barrier()
     print(f"rank {rank}: powersgd_worker OK (compression {rate:.1f}x)", flush=True)
+
+
+def main():
+    dist.init_process_group(backend="gradwire")
+    check(dist.get_rank(), dist.get_world_size())
     dist.destroy_process_group()
     return 0
 

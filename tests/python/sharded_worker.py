@@ -1,6 +1,7 @@
 """gradwire.torch.ShardedDataParallel (gradwire's own sharded engine from
 Python) against torch DDP on gloo with torch.optim (test_sharded.py
-launches it). Modes:
+launches it). Modes, several in one launch separated by "+" (run in order,
+in one process group):
 
   match            stages 1, 2, 3 x float32, bfloat16 with Adam (and SGD
                    with momentum at stage 2): every step, every rank's whole
@@ -273,21 +274,33 @@ def mode_compressed():
     raise AssertionError(f"rank {RANK}: no error for block size 0")
 
 
+def modes(argv):
+    """argv split at "+": `match + save DIR REF 3 + mismatch` runs three modes."""
+    at = [-1] + [i for i, a in enumerate(argv) if a == "+"] + [len(argv)]
+    return [argv[a + 1:b] for a, b in zip(at, at[1:])]
+
+
 def main():
     global RANK, WORLD
     dist.init_process_group(backend="gradwire")
     RANK, WORLD = dist.get_rank(), dist.get_world_size()
-    mode = sys.argv[1]
-    if mode == "match":
-        mode_match(dist.new_group(backend="gloo"))
-    elif mode == "save":
-        mode_save(sys.argv[2], sys.argv[3], int(sys.argv[4]))
-    elif mode == "load":
-        mode_load(sys.argv[2], sys.argv[3], int(sys.argv[4]))
-    elif mode == "mismatch":
-        mode_mismatch()
-    elif mode == "compressed":
-        mode_compressed()
+    # Several modes in one process group: each Python start with torch costs
+    # seconds of CPU, more than most modes (test_sharded.py). Each mode
+    # prints its own OK line.
+    gloo = dist.new_group(backend="gloo")
+    for mode, *args in modes(sys.argv[1:]):
+        if mode == "match":
+            mode_match(gloo)
+        elif mode == "save":
+            mode_save(args[0], args[1], int(args[2]))
+        elif mode == "load":
+            mode_load(args[0], args[1], int(args[2]))
+        elif mode == "mismatch":
+            mode_mismatch()
+        elif mode == "compressed":
+            mode_compressed()
+        else:
+            raise SystemExit(f"sharded_worker.py: unknown mode {mode!r}")
     dist.destroy_process_group()
 
 

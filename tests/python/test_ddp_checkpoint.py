@@ -9,7 +9,9 @@ pytestmark = requires_torch
 
 
 def test_ddp_to_sharded_and_back(tmp_path):
-    launch("torchrun", 2, "ddp_checkpoint_worker.py", "ddp_save", tmp_path, ok="ddp save OK")
+    # The save under mpirun, whose launcher does not import torch (torchrun's
+    # agent does); the continuation under torchrun.
+    launch("mpirun", 2, "ddp_checkpoint_worker.py", "ddp_save", tmp_path, ok="ddp save OK")
     out = launch("torchrun", 3, "ddp_checkpoint_worker.py", "continue", tmp_path,
                  ok="ddp continue OK")
     print(out)

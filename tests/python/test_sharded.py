@@ -1,35 +1,40 @@
 """gradwire's own sharded engine from Python (issue 43):
 gradwire.torch.ShardedDataParallel at stages 1-3 against torch DDP on gloo
-with torch.optim, sharded checkpoints re-sharded between world sizes, and
-mismatched modules. The worker (sharded_worker.py) states the tolerances."""
-import pytest
+with torch.optim, sharded checkpoints re-sharded between world sizes, int8
+gradient compression and mismatched modules. The worker (sharded_worker.py)
+states the tolerances.
 
-from conftest import WORLDS, launch, requires_torch
+Each launch runs several of the worker's modes in one process group (a
+Python start with torch costs seconds of CPU, more than most modes); each
+mode prints its own OK line, which launch() requires from every rank. What
+runs where (the checkpoint modes chain the launches, so one test):
+
+  torchrun 3   match, save stage 3, compressed, mismatch
+  torchrun 2   match, load stage 3 (3 -> 2), save stage 2, mismatch
+  mpirun 1     match, load stage 3 (3 -> 1), compressed
+  mpirun 3     match, load stage 2 (2 -> 3)
+
+match at every size, under both launchers; N -> M: stage 2 from 2 ranks to
+3, stage 3 from 3 ranks to 2 and to 1; int8 at 1 and 3; mismatch at 2 and 3.
+A world of one runs under mpirun: its launcher does not import torch, and
+torchrun is tested at 2 and 3."""
+from conftest import launch, requires_torch
 
 pytestmark = requires_torch
 
 
-@pytest.mark.parametrize("launcher,nproc", WORLDS)
-def test_stages_match_ddp_gloo(launcher, nproc):
-    launch(launcher, nproc, "sharded_worker.py", "match", ok="sharded match OK")
-
-
-# N -> M: stage 2 from 2 ranks to 3, stage 3 from 3 ranks to 2 and to 1.
-@pytest.mark.parametrize("stage,saved,loaded", [(2, 2, [3]), (3, 3, [2, 1])])
-def test_checkpoint_reshards(stage, saved, loaded, tmp_path):
-    ckpt, ref = tmp_path / "ckpt", tmp_path / "final.pt"
-    launch("torchrun", saved, "sharded_worker.py", "save", ckpt, ref, stage,
-           ok="sharded save OK")
-    for m in loaded:
-        launch("torchrun", m, "sharded_worker.py", "load", ckpt, ref, stage,
-               ok="sharded load OK")
-
-
-@pytest.mark.parametrize("nproc", [2, 3])
-def test_mismatched_modules_raise_everywhere(nproc):
-    launch("torchrun", nproc, "sharded_worker.py", "mismatch", ok="sharded mismatch OK")
-
-
-@pytest.mark.parametrize("nproc", [1, 3])
-def test_int8_gradient_compression(nproc):
-    launch("torchrun", nproc, "sharded_worker.py", "compressed", ok="sharded compressed OK")
+def test_sharded_engine(tmp_path):
+    s3, ref3 = tmp_path / "ckpt3", tmp_path / "final3.pt"
+    s2, ref2 = tmp_path / "ckpt2", tmp_path / "final2.pt"
+    launch("torchrun", 3, "sharded_worker.py", "match", "+", "save", s3, ref3, 3,
+           "+", "compressed", "+", "mismatch",
+           ok=["sharded match OK", "sharded save OK", "sharded compressed OK",
+               "sharded mismatch OK"])
+    launch("torchrun", 2, "sharded_worker.py", "match", "+", "load", s3, ref3, 3,
+           "+", "save", s2, ref2, 2, "+", "mismatch",
+           ok=["sharded match OK", "sharded load OK", "sharded save OK", "sharded mismatch OK"])
+    launch("mpirun", 1, "sharded_worker.py", "match", "+", "load", s3, ref3, 3,
+           "+", "compressed",
+           ok=["sharded match OK", "sharded load OK", "sharded compressed OK"])
+    launch("mpirun", 3, "sharded_worker.py", "match", "+", "load", s2, ref2, 2,
+           ok=["sharded match OK", "sharded load OK"])

@@ -8,19 +8,21 @@ from conftest import LAUNCHERS, WORLDS, launch, requires_torch
 pytestmark = requires_torch
 
 
+# One launch per world: the collectives against gloo at every size, then in
+# the same process group the list outputs under inference_mode and no_grad
+# (modes_worker.py) at 2 and 3 under torchrun, and last the errors and
+# interruption (errors_worker.py) at 2 under torchrun and 3 under mpirun.
+# Each check prints its own OK line; launch() requires each from every rank.
+EXTRA = {("torchrun", 2): ["modes", "errors"], ("torchrun", 3): ["modes"],
+         ("mpirun", 3): ["errors"]}
+OK_OF = {"modes": "modes OK", "errors": "errors_worker OK"}
+
+
 @pytest.mark.parametrize("launcher,nproc", WORLDS)
-def test_collectives_match_gloo(launcher, nproc):
-    launch(launcher, nproc, "collectives_worker.py")
-
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_errors_and_interrupt(launcher):
-    launch(launcher, 2, "errors_worker.py")
-
-
-@pytest.mark.parametrize("nproc", [2, 3])
-def test_list_outputs_under_inference_mode_and_no_grad(nproc):
-    launch("torchrun", nproc, "modes_worker.py", ok="modes OK")
+def test_collectives_modes_errors_match_gloo(launcher, nproc):
+    extra = EXTRA.get((launcher, nproc), [])
+    launch(launcher, nproc, "collectives_worker.py", *extra,
+           ok=["collectives_worker OK"] + [OK_OF[e] for e in extra])
 
 
 def test_registered_backend():
