@@ -25,6 +25,7 @@
 #include "gradwire/export.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,9 +101,16 @@ GRADWIRE_API void save_sharded_checkpoint(Communicator& comm, const std::string&
 // checkpoint of another model (InvalidArgument), stage or optimizer, or
 // one written by save_checkpoint (InvalidArgument); a missing, truncated or
 // corrupt shard (Protocol, naming the file).
-GRADWIRE_API std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm,
-                                                             const std::string& dir,
-                                                             ShardedEngine& engine);
+// `check_meta`, if set, is called on every rank with the chosen
+// checkpoint's manifest meta and path, after the fingerprint check and
+// before any shard is read: what it raises is raised on every rank (agreed
+// on), the engine unchanged. Adapters use it to refuse checkpoints of a
+// model with the same fingerprint but other names or shapes.
+using CheckpointMetaCheck =
+    std::function<void(const std::map<std::string, std::string>& meta, const std::string& path)>;
+GRADWIRE_API std::optional<uint64_t> load_sharded_checkpoint(
+    Communicator& comm, const std::string& dir, ShardedEngine& engine,
+    const CheckpointMetaCheck& check_meta = {});
 
 // Note [unsharded checkpoints] in src/checkpoint/sharded.cpp: the same
 // checkpoints for a job that holds its state itself (an unsharded DDP job).

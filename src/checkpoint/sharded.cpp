@@ -73,7 +73,8 @@ void keep_overlapping(ShardedState& s,
 std::vector<ShardedState> read_states(
     const std::string& path, uint64_t chosen, int rank, int world,
     const std::vector<ShardedParameter>& parameters,
-    const std::vector<std::vector<std::pair<size_t, size_t>>>& mine, Manifest* manifest) {
+    const std::vector<std::vector<std::pair<size_t, size_t>>>& mine, Manifest* manifest,
+    const CheckpointMetaCheck* check_meta = nullptr) {
   const Manifest m = read_manifest(path, chosen);
   const auto fp = m.meta.find(kMetaFingerprint);
   if (fp == m.meta.end()) {
@@ -87,6 +88,7 @@ std::vector<ShardedState> read_states(
           "(fingerprint {}; this model's: {}, {} parameters): the number, sizes "
           "or dtypes of the parameters differ", rank, path, fp->second, ours, parameters.size());
   }
+  if (check_meta && *check_meta) (*check_meta)(m.meta, path);
   std::vector<ShardedState> states;
   for (int r = 0; r < m.world_size; ++r) {
     const std::string shard_path = path + "/" + shard_name(r);
@@ -223,7 +225,8 @@ void save_sharded_checkpoint(Communicator& comm, const std::string& dir, uint64_
 }
 
 std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm, const std::string& dir,
-                                                ShardedEngine& engine) {
+                                                ShardedEngine& engine,
+                                                const CheckpointMetaCheck& check_meta) {
   const int64_t chosen = choose_latest(comm, dir);
   if (chosen < 0) return std::nullopt;
   const std::string path = dir + "/" + step_name(uint64_t(chosen));
@@ -239,7 +242,7 @@ std::optional<uint64_t> load_sharded_checkpoint(Communicator& comm, const std::s
   std::vector<ShardedState> states;
   const sharded::Outcome outcome = sharded::attempt([&] {
     states = read_states(path, uint64_t(chosen), rank, comm.size(), engine.parameters(), mine,
-                         nullptr);
+                         nullptr, &check_meta);
   });
   sharded::agree(comm, outcome, fmt::format("reading sharded checkpoint {}", path));
   std::vector<const ShardedState*> sources;

@@ -387,7 +387,15 @@ void ShardedDataParallel::save_checkpoint(const std::string& dir, uint64_t step,
 }
 std::optional<uint64_t> ShardedDataParallel::load_checkpoint(const std::string& dir) {
   if (state_->stage() == 3) state_->release_units();  // the engine releases them too
-  return load_sharded_checkpoint(state_->comm, dir, *state_->engine);
+  // Names and shapes too, before anything is read: a model with the same
+  // fingerprint (element counts, dtypes) is not the same model.
+  const ::torch::nn::Module& module = *module_;
+  const std::string who = state_->where() + ": load_checkpoint: ";
+  return load_sharded_checkpoint(
+      state_->comm, dir, *state_->engine,
+      [&](const std::map<std::string, std::string>& meta, const std::string& path) {
+        check_parameter_manifest(meta, module, who + path);
+      });
 }
 ShardedEngine& ShardedDataParallel::engine() { return *state_->engine; }
 const std::vector<std::string>& ShardedDataParallel::parameter_names() const {

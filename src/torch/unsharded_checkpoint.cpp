@@ -220,6 +220,24 @@ std::string parameter_manifest(const ::torch::nn::Module& module) {
   return out;
 }
 
+void check_parameter_manifest(const std::map<std::string, std::string>& meta,
+                              const ::torch::nn::Module& module, const std::string& who) {
+  const auto names = meta.find(kParameterManifestKey);
+  if (names == meta.end()) return;
+  const std::string ours = parameter_manifest(module);
+  if (names->second == ours) return;
+  size_t at = 0;  // the first differing line
+  while (at < ours.size() && at < names->second.size() && ours[at] == names->second[at]) ++at;
+  const size_t begin = ours.rfind('\n', at == 0 ? 0 : at - 1);
+  const size_t b = begin == std::string::npos || at == 0 ? 0 : begin + 1;
+  auto line = [&](const std::string& s) {
+    if (b >= s.size()) return std::string("(nothing)");
+    return s.substr(b, s.find('\n', b) - b);
+  };
+  detail::invalid(who + " is a checkpoint of another model: it has parameter '" +
+                  line(names->second) + "' where this module has '" + line(ours) + "'");
+}
+
 void save_unsharded_checkpoint(Communicator& comm, const std::string& dir, uint64_t step,
                                const ::torch::nn::Module& module,
                                ::torch::optim::Optimizer& optimizer,
@@ -298,20 +316,7 @@ std::optional<uint64_t> load_unsharded_checkpoint(Communicator& comm, const std:
   const std::string from = who + ": " + full->path;
   // The rest is decided by the same bytes on every rank: every rank raises
   // the same error without another collective.
-  const auto names = full->meta.find(kParameterManifestKey);
-  if (names != full->meta.end() && names->second != parameter_manifest(module)) {
-    const std::string ours = parameter_manifest(module);
-    size_t at = 0;  // the first differing line
-    while (at < ours.size() && at < names->second.size() && ours[at] == names->second[at]) ++at;
-    const size_t begin = ours.rfind('\n', at == 0 ? 0 : at - 1);
-    const size_t b = begin == std::string::npos ? 0 : begin + 1;
-    auto line = [&](const std::string& s) {
-      if (b >= s.size()) return std::string("(nothing)");
-      return s.substr(b, s.find('\n', b) - b);
-    };
-    detail::invalid(from + " is a checkpoint of another model: it has parameter '" +
-                    line(names->second) + "' where this module has '" + line(ours) + "'");
-  }
+  check_parameter_manifest(full->meta, module, from);
   const ShardedState& st = full->state;
   if (st.optimizer != map.name || st.state_names != map.states) {
     detail::invalid(from + " holds the state of optimizer '" +

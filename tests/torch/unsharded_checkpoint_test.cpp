@@ -12,7 +12,10 @@
 //    loads at M ranks, continues, and ends within kTolerance of one
 //    uninterrupted run;
 //  * UnshardedCheckpoint.BadInput: each bad input is its typed error on
-//    every rank, leaving the module and optimizer as they were.
+//    every rank, leaving the module and optimizer as they were;
+//  * ShardedCheckpoint.OtherNamesOrShapes: ShardedDataParallel's own
+//    load_checkpoint refuses a model with the same fingerprint but other
+//    parameter names or shapes (the manifest check both loaders share).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -471,6 +474,75 @@ TEST(UnshardedCheckpoint, BadInput) {
                 *opt.state().at(model->parameters()[0].unsafeGetTensorImpl()))
                 .step(),
             1);
+  w.barrier().wait();
+  if (w.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// ShardedDataParallel::load_checkpoint of a model with the same element
+// counts and dtypes (so the engine's fingerprint matches) under other
+// names, or other shapes: InvalidArgument on every rank naming the
+// parameter, the module unchanged; the same model still loads.
+TEST(ShardedCheckpoint, OtherNamesOrShapes) {
+  auto& w = world();
+  const std::string dir = shared_temp_dir();
+  ASSERT_FALSE(dir.empty());
+  auto options = [](int stage) {
+    ShardedDataParallelOptions o;
+    o.stage = stage;
+    o.optimizer = gradwire::torch::shard_optimizer(adam_options());
+    return o;
+  };
+  const std::string ckpt = dir + "/ckpt";
+  ::torch::manual_seed(5);
+  Net model;
+  {
+    ShardedDataParallel sdp(model, w, options(2));
+    sdp_steps(model, sdp, 0, 1);
+    sdp.save_checkpoint(ckpt, 1);
+    sdp.use_all();
+  }
+  // fc2 renamed "second"; fc1's weight [6, 13] where the checkpoint's is
+  // [13, 6]. At stage 2 (the checkpoint's: another stage is refused by
+  // load_state, after the manifest check) and stage 3 (whose parameters
+  // are at rest when the manifest is compared).
+  auto renamed = std::make_shared<::torch::nn::Module>();
+  renamed->register_module("fc1", ::torch::nn::Linear(6, 13));
+  renamed->register_module("second", ::torch::nn::Linear(13, 13));
+  renamed->register_module("fc3", ::torch::nn::Linear(13, 3));
+  auto transposed = std::make_shared<::torch::nn::Module>();
+  auto fc1 = std::make_shared<::torch::nn::Module>();
+  fc1->register_parameter("weight", ::torch::randn({6, 13}));
+  fc1->register_parameter("bias", ::torch::randn({13}));
+  transposed->register_module("fc1", fc1);
+  transposed->register_module("fc2", ::torch::nn::Linear(13, 13));
+  transposed->register_module("fc3", ::torch::nn::Linear(13, 3));
+  struct Case {
+    std::shared_ptr<::torch::nn::Module> module;
+    int stage;
+    std::string needle;
+  };
+  for (const Case& c : {Case{renamed, 2, "another model: it has parameter 'fc2.weight [13, 13]' "
+                                         "where this module has 'second.weight [13, 13]'"},
+                        Case{transposed, 3, "'fc1.weight [13, 6]' where this module has "
+                                            "'fc1.weight [6, 13]'"}}) {
+    ShardedDataParallel sdp(c.module, w, options(c.stage));
+    sdp.use_all();
+    std::vector<::torch::Tensor> before;
+    for (auto& p : c.module->parameters()) before.push_back(p.detach().clone());
+    expect_error([&] { sdp.load_checkpoint(ckpt); }, gradwire::ErrorCode::InvalidArgument,
+                 c.needle);
+    sdp.use_all();
+    const auto after = c.module->parameters();
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_TRUE(same_bits(before[i], after[i])) << "stage " << c.stage << " parameter " << i;
+    }
+  }
+  ::torch::manual_seed(99);
+  Net same;
+  ShardedDataParallel sdp(same, w, options(2));
+  EXPECT_EQ(sdp.load_checkpoint(ckpt), std::optional<uint64_t>(1));
+  sdp.use_all();
+  EXPECT_EQ(max_diff(same, model), 0.0);
   w.barrier().wait();
   if (w.rank() == 0) std::filesystem::remove_all(dir);
 }

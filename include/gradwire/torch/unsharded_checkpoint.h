@@ -45,6 +45,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -83,5 +84,14 @@ std::optional<uint64_t> load_unsharded_checkpoint(Communicator& comm, const std:
 // ("fc1.weight [13, 6]" per line), as both adapters write it.
 std::string parameter_manifest(const ::torch::nn::Module& module);
 inline constexpr const char* kParameterManifestKey = "gradwire.torch.parameters";
+
+// InvalidArgument, starting with `who` (rank and path), naming the first
+// parameter whose name or shape differs, if the checkpoint manifest `meta`
+// records parameters other than the module's; nothing if it records none
+// (a ShardedEngine's own checkpoint). Both loaders (load_unsharded_checkpoint,
+// ShardedDataParallel::load_checkpoint) check with it: the engine's
+// fingerprint sees element counts and dtypes only.
+void check_parameter_manifest(const std::map<std::string, std::string>& meta,
+                              const ::torch::nn::Module& module, const std::string& who);
 
 }  // namespace gradwire::torch
