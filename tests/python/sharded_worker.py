@@ -16,6 +16,14 @@ in one process group):
                    model loads DIR, trains the same 3 steps, ends at REF.
   mismatch         rank 1's module differs: gradwire.MismatchError on
                    every rank, naming the parameter.
+  features         float16 with dynamic loss scaling (an inf gradient on
+                   the last rank only: the step is skipped on every rank,
+                   the parameters unchanged, the scale halved everywhere);
+                   clipping by global norm at stages 1-3 against DDP with
+                   torch.nn.utils.clip_grad_norm_ (the norm too); a
+                   parameter without a gradient on one rank, then on every
+                   rank (find_unused_parameters) at stages 2 and 3 against
+                   DDP with find_unused_parameters.
 
 Tolerances. The engine's Adam rounds its float32 formula as written
 (gradwire/sharded.h) and torch's uses lerp/addcdiv: a few float32 ulps of
@@ -274,6 +282,126 @@ def mode_compressed():
     raise AssertionError(f"rank {RANK}: no error for block size 0")
 
 
+def same_on_every_rank(what, tensors):
+    flat = torch.cat([t.detach().double().flatten() for t in tensors])
+    gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(gathered, flat)
+    assert all(torch.equal(g, gathered[0]) for g in gathered), f"rank {RANK}: {what} differ"
+
+
+def features_loss_scaling():
+    """Float16 parameters, dynamic loss scaling: the last rank's loss times
+    inf on step 1 makes its gradients inf; every rank skips that step."""
+    for stage in (2, 3):
+        model = make_model(torch.float16)
+        sdp = ShardedDataParallel(model, **sdp_options(stage, "adam"),
+                                  loss_scaling=dict(initial=2.0**10, growth_interval=1000))
+        results, scales = [], []
+        for s in range(3):
+            sdp.gather_all()
+            before = params_of(model)
+            loss = loss_of(sdp, s, 0, torch.float16) * sdp.loss_scale
+            if s == 1 and RANK == WORLD - 1:
+                loss = loss * float("inf")
+            loss.backward()
+            results.append(sdp.step())
+            scales.append(sdp.loss_scale)
+            sdp.gather_all()
+            changed = not all(torch.equal(a, b) for a, b in zip(before, params_of(model)))
+            assert changed == results[-1], f"rank {RANK}: step {s} {results[-1]}, changed {changed}"
+        assert results == [True, False, True], f"rank {RANK}: stage {stage}: steps {results}"
+        assert scales == [2.0**10, 2.0**9, 2.0**9], f"rank {RANK}: stage {stage}: scales {scales}"
+        assert sdp.skipped_steps == 1 and sdp.optimizer_steps == 2, \
+            (sdp.skipped_steps, sdp.optimizer_steps)
+        assert all(torch.isfinite(p).all() for p in model.parameters())
+        same_on_every_rank(f"stage {stage} float16 parameters", params_of(model))
+        same_on_every_rank(f"stage {stage} loss scales", [torch.tensor(scales)])
+        sdp.close()
+    log(f"float16, an inf on rank {WORLD - 1} at step 1: steps {results}, scales {scales} on "
+        "every rank")
+
+
+def features_clipping(gloo):
+    """max_grad_norm against torch.nn.utils.clip_grad_norm_ on the DDP
+    replica (its averaged gradients), SGD with momentum, float32."""
+    max_norm, worst, norms = 0.1, 0.0, []
+    for stage in (1, 2, 3):
+        ref = Reference(torch.float32, "sgd", gloo)
+        model = make_model()
+        sdp = ShardedDataParallel(model, **sdp_options(stage, "sgd"), max_grad_norm=max_norm)
+        for s in range(4):
+            ref.opt.zero_grad()
+            loss_of(ref.ddp, s, 0, torch.float32).backward()
+            want = torch.nn.utils.clip_grad_norm_(ref.params, max_norm).item()
+            ref.opt.step()
+            loss_of(sdp, s, 0, torch.float32).backward()
+            assert sdp.step()
+            sdp.gather_all()
+            got = sdp.last_grad_norm
+            assert abs(got - want) <= 1e-5 * want, f"rank {RANK}: step {s}: norm {got} vs {want}"
+            norms.append(want)
+            worst = max(worst, compare(f"clipped stage {stage} step {s}",
+                                       list(model.named_parameters()), ref.params, (1e-5, 1e-5)))
+        sdp.close()
+    assert min(norms) > max_norm, f"nothing clipped: norms {norms}"  # the clipping did work
+    log(f"clipping to {max_norm} (norms {min(norms):.3f}..{max(norms):.3f}) at stages 1-3: "
+        f"max |diff| vs clip_grad_norm_ {worst:.3e}")
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.a, self.b, self.out = nn.Linear(6, 5), nn.Linear(5, 5), nn.Linear(5, 3)
+
+    def forward(self, x, use_b=True):
+        h = torch.tanh(self.a(x))
+        if use_b:
+            h = h + torch.tanh(self.b(h))
+        return self.out(h)
+
+
+def features_unused(gloo):
+    """`b` gets no gradient on rank 0 at step 1 and on every rank at step 2
+    (SGD without momentum: a zero gradient and torch's skipped update agree)."""
+    uses = [lambda r: True, lambda r: r != 0, lambda r: False, lambda r: True]
+    worst = 0.0
+    for stage in (2, 3):
+        ref_model = Branchy()
+        ddp = DDP(ref_model, process_group=gloo, find_unused_parameters=True)
+        ref_opt = torch.optim.SGD(ref_model.parameters(), lr=LR)
+        model = Branchy()
+        sdp = ShardedDataParallel(model, stage=stage, optimizer=sharded.SGD(lr=LR),
+                                  find_unused_parameters=True, alignment=4,
+                                  bucket_cap_mb=64 / 2**20, first_bucket_cap_mb=32 / 2**20)
+        for s, use in enumerate(uses):
+            x, y = batch(s, 0, torch.float32)
+            ref_opt.zero_grad()
+            ((ddp(x, use_b=use(RANK)) - y) ** 2).mean().backward()
+            ref_opt.step()
+            sdp.gather_all()
+            b_before = params_of(model.b)
+            ((sdp(x, use_b=use(RANK)) - y) ** 2).mean().backward()
+            assert sdp.step()
+            sdp.gather_all()
+            if s == 2:
+                assert all(torch.equal(p, q) for p, q in zip(b_before, params_of(model.b))), \
+                    f"rank {RANK}: stage {stage}: b changed without a gradient"
+            worst = max(worst, compare(f"unused stage {stage} step {s}",
+                                       list(model.named_parameters()),
+                                       list(ref_model.parameters()), (1e-5, 1e-5)))
+        sdp.close()
+    log(f"a parameter unused on rank 0, then on every rank, stages 2 and 3: max |diff| vs DDP "
+        f"{worst:.3e}")
+
+
+def mode_features(gloo):
+    features_loss_scaling()
+    features_clipping(gloo)
+    features_unused(gloo)
+    log("sharded features OK")
+
+
 def modes(argv):
     """argv split at "+": `match + save DIR REF 3 + mismatch` runs three modes."""
     at = [-1] + [i for i, a in enumerate(argv) if a == "+"] + [len(argv)]
@@ -299,6 +427,8 @@ def main():
             mode_mismatch()
         elif mode == "compressed":
             mode_compressed()
+        elif mode == "features":
+            mode_features(gloo)
         else:
             raise SystemExit(f"sharded_worker.py: unknown mode {mode!r}")
     dist.destroy_process_group()
