@@ -102,6 +102,14 @@ void bind_common(py::class_<Holder<Opt>>& cls) {
           py::arg("comm"),
           "Moves the optimizer onto `comm` (a new elastic generation's): the error feedback "
           "restarts at zero, laid out for its world; the rest stays. Not collective.")
+      .def(
+          "is_over",
+          [](const Holder<Opt>& h, const std::shared_ptr<Communicator>& comm) {
+            return comm && h.comm.get() == comm.get();
+          },
+          py::arg("comm"),
+          "True if the optimizer runs over `comm` (the same Communicator, e.g. an elastic "
+          "group's current one, not merely one of the same ranks).")
       .def("load_state", [](Holder<Opt>& h, const py::bytes& state) {
         h.opt->load_state(std::string(state));
       });

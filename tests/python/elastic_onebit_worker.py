@@ -4,6 +4,9 @@ tests/torch/elastic_onebit_worker.cpp, run by tests/torch/elastic_onebit.sh
 (the same arguments, output lines and checks).
 
     elastic_onebit_worker.py adam|lamb AFTER_JOIN FREEZE_STEP KILL_RANK KILL_AT
+
+Python only: first, ElasticDDP refuses (on every rank) a 1-bit optimizer
+built over another communicator than group.communicator.
 """
 import hashlib
 import os
@@ -14,6 +17,7 @@ import time
 import torch
 import torch.distributed as dist
 
+import gradwire
 import gradwire.torch.elastic as elastic
 from gradwire.torch.optim import OneBitAdam, OneBitLamb
 
@@ -36,6 +40,20 @@ def main():
     torch.manual_seed(100 + first_rank)  # different models: the optimizer broadcasts rank 0's
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     make = OneBitAdam if which == "adam" else OneBitLamb
+    if group.generation == 0:
+        # A 1-bit optimizer over another communicator of the same ranks (not
+        # group.communicator): refused on every rank, before anything
+        # collective. (A joiner skips this: the members are training.)
+        other = group.communicator.split(list(range(group.size)))
+        wrong = make(model.parameters(), other, lr=1e-2, freeze_step=freeze)
+        try:
+            elastic.ElasticDDP(group, model, wrong, commit_every=2)
+            fail("ElasticDDP took a 1-bit optimizer over another communicator")
+        except gradwire.InvalidArgumentError as e:
+            if "not over group.communicator" not in str(e):
+                fail(f"unclear refusal: {e}")
+            say(f"rank {group.rank}: refused a 1-bit optimizer over another communicator: {e}")
+        del wrong, other
     opt = make(model.parameters(), group.communicator, lr=1e-2, freeze_step=freeze)
     trainer = elastic.ElasticDDP(group, model, opt, commit_every=2)
     if trainer.module is not model:

@@ -59,6 +59,12 @@ done
 logs=("${survivors[@]}" "$work/new.log")
 grep -q "killed after step $kill_at" "$work/$victim.log" || why+=" rank $victim was not killed;"
 grep -q ': joined: generation' "$work/new.log" || why+=" the replacement did not join;"
+if [[ $worker == *.py ]]; then  # the Python twin's refusal scenario, on every first member
+  for r in 0 1 2; do
+    grep -q "refused a 1-bit optimizer over another communicator" "$work/$r.log" ||
+      why+=" rank $r did not refuse a 1-bit optimizer over another communicator;"
+  done
+fi
 digests=$(cat "${logs[@]}" | grep -o 'done at step [0-9]*, world 3, params [0-9a-f]*' | sort -u || true)
 [[ $(wc -l <<< "$digests") == 1 && -n $digests ]] || why+=" the members did not finish together at world 3 with one set of parameters;"
 for f in "$work"/*.log; do echo "== $f"; cat "$f"; done

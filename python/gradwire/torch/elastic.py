@@ -27,7 +27,8 @@ group is replaced at every change, ElasticDDP owns torch.distributed's default
 group: make no other groups.
 
 With a 1-bit optimizer (gradwire.torch.optim.OneBitAdam or OneBitLamb, built
-over ``group.communicator``) there is no DDP, since the optimizer averages the
+over ``group.communicator``: one over any other communicator is refused with
+``gradwire.InvalidArgumentError``) there is no DDP, since the optimizer averages the
 gradients itself: ``module`` is the model. Its replicated state (moments,
 frozen variance, step counter and stage, LAMB's coefficients) is committed;
 at a change it moves to the new generation and every member continues from
@@ -110,6 +111,14 @@ class ElasticDDP:
         if self._onebit and (powersgd is not None or ddp_kwargs):
             raise ValueError("ElasticDDP: a 1-bit optimizer averages the gradients itself (there "
                              "is no DDP): no powersgd, no DDP arguments")
+        if self._onebit and not optimizer.core.is_over(group.communicator):
+            # As the C++ ElasticDistributedDataParallel: averaging over another
+            # communicator would hang or mix in other ranks, and rebind()
+            # could not move it at the next change.
+            raise gradwire.InvalidArgumentError(
+                f"rank {group.rank}: ElasticDDP: the 1-bit optimizer is not over "
+                "group.communicator (build it over the current generation's, right before this: "
+                "OneBitAdam(model.parameters(), group.communicator, ...))")
         self._onebit_generation = group.generation
         if ("GRADWIRE_STORE_DIR" not in os.environ
                 and "GRADWIRE_ETCD_ENDPOINTS" not in os.environ):
