@@ -12,8 +12,11 @@ in one process group):
                    parameters to REF; then loads the checkpoint back and
                    retrains the 3 steps: bit for bit the same; its
                    full_state() loads into another stage's engine.
-  load DIR REF     stage S, at another world size: a freshly initialised
-                   model loads DIR, trains the same 3 steps, ends at REF.
+  load DIR REF     stage S, at another world size: a model of the same
+                   sizes under other names is refused (InvalidArgumentError
+                   naming the parameter, nothing changed); a freshly
+                   initialised model loads DIR, trains the same 3 steps,
+                   ends at REF.
   mismatch         rank 1's module differs: gradwire.MismatchError on
                    every rank, naming the parameter.
   features         float16 with dynamic loss scaling (an inf gradient on
@@ -38,6 +41,7 @@ at 3 ranks; bit for bit at 1 and 2).
 The model has 53 parameters (prime: no world size divides it) and small
 bucket caps, so there are several buckets, each padded.
 """
+import collections
 import os
 import sys
 
@@ -212,6 +216,22 @@ def mode_save(ckpt, ref_file, stage):
 
 
 def mode_load(ckpt, ref_file, stage):
+    # The same sizes under other names: refused on every rank, unchanged.
+    torch.manual_seed(7)
+    renamed = nn.Sequential(collections.OrderedDict(
+        first=nn.Linear(6, 5), act=nn.Tanh(), last=nn.Linear(5, 3)))
+    sdp = ShardedDataParallel(renamed, **sdp_options(stage, "adam"))
+    sdp.gather_all()
+    before = params_of(renamed)
+    try:
+        sdp.load_checkpoint(ckpt)
+        raise AssertionError(f"rank {RANK}: a checkpoint of another model's names was loaded")
+    except gradwire.InvalidArgumentError as e:
+        assert "it has parameter '0.weight [5, 6]' where this module has 'first.weight [5, 6]'" \
+            in e.message, e.message
+    sdp.gather_all()
+    assert all(torch.equal(a, b) for a, b in zip(before, params_of(renamed)))
+    sdp.close()
     model = make_model(seed=7)  # other weights: the checkpoint must replace them
     sdp = ShardedDataParallel(model, **sdp_options(stage, "adam"))
     assert sdp.load_checkpoint(ckpt) == 3

@@ -172,7 +172,11 @@ class ShardedDataParallel {
                        const CheckpointOptions& options = {});
   // Collective: the newest sharded checkpoint in `dir`, written by any
   // number of ranks (load_sharded_checkpoint; stage 3: the units released
-  // first, as load_state); its step, or nullopt if there is none.
+  // first, as load_state); its step, or nullopt if there is none. A
+  // checkpoint whose recorded parameter names or shapes differ from the
+  // module's (check_parameter_manifest, as load_unsharded_checkpoint) is
+  // refused on every rank before anything is read (InvalidArgument naming
+  // the first differing parameter), the module unchanged.
   std::optional<uint64_t> load_checkpoint(const std::string& dir);
 
   ShardedEngine& engine();

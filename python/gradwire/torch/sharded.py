@@ -232,7 +232,10 @@ class ShardedDataParallel(torch.nn.Module):
 
     def load_checkpoint(self, path):
         """Collective: loads the newest checkpoint in ``path``, written by any
-        number of ranks; returns its step, or None if there is none."""
+        number of ranks; returns its step, or None if there is none. A
+        checkpoint of another model (other sizes, or other parameter names
+        or shapes) raises ``gradwire.InvalidArgumentError`` on every rank,
+        naming the parameter, and changes nothing."""
         return self._impl.load_checkpoint(str(path))
 
     def close(self):
