@@ -433,4 +433,68 @@ TEST(ShardedCompression, Int8GradientsAfterAWarmUp) {
   }
 }
 
+// Stage 3 with after_forward() (Note [reshard after forward]): the units are
+// freed after their forward and gathered again for their backward, so fewer
+// gathered bytes are held at once than the whole model, and training gives
+// the bits of the run that keeps every unit gathered until backward ends.
+struct DeepImpl : ::torch::nn::Module {
+  DeepImpl() {
+    for (int k = 0; k < 6; ++k) {
+      layers.push_back(register_module("l" + std::to_string(k), ::torch::nn::Linear(6, 6)));
+    }
+  }
+  ::torch::Tensor forward(::torch::Tensor h, ShardedDataParallel& sdp) {
+    for (size_t k = 0; k < layers.size(); ++k) {
+      sdp.use(layers[k]);
+      ::torch::Tensor out = layers[k](h);
+      if (k + 1 < layers.size()) out = sdp.after_forward(layers[k], out);  // not the last unit
+      h = ::torch::tanh(out);
+    }
+    return h;
+  }
+  std::vector<::torch::nn::Linear> layers;
+};
+TORCH_MODULE(Deep);
+
+TEST(ShardedStage3, ReshardAfterForwardLowersThePeakWithTheSameBits) {
+  std::vector<std::vector<::torch::Tensor>> finals;
+  std::vector<size_t> peaks;
+  size_t whole = 0;
+  for (bool reshard : {false, true}) {
+    ::torch::manual_seed(5);
+    Deep model;
+    ShardedDataParallelOptions o;
+    o.stage = 3;
+    o.reshard_after_forward = reshard;
+    o.optimizer = gradwire::torch::shard_optimizer(
+        ::torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3));
+    ShardedDataParallel sdp(model, world(), o);
+    ASSERT_EQ(sdp.engine().units(), 6u);
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = batch(step, 3);
+      ::torch::Tensor out = model->forward(x, sdp);
+      ::torch::mse_loss(out.narrow(1, 0, 3), y).backward();
+      EXPECT_TRUE(sdp.step());
+      EXPECT_EQ(sdp.engine().memory().gathered, 0u);
+    }
+    peaks.push_back(sdp.engine().memory().peak_gathered);
+    sdp.use_all();
+    whole = sdp.engine().memory().gathered;
+    std::vector<::torch::Tensor> p;
+    for (auto& t : model->parameters()) p.push_back(t.detach().clone());
+    finals.push_back(p);
+  }
+  if (world().rank() == 0) {
+    std::printf("stage 3, 6 units: peak gathered bytes kept %zu, resharded %zu, whole model %zu\n",
+                peaks[0], peaks[1], whole);
+  }
+  EXPECT_EQ(peaks[0], whole);
+  // Forward: a unit and the next one prefetched; backward: the last unit,
+  // one gathered again and the next one prefetched.
+  EXPECT_LE(peaks[1], whole / 2);
+  for (size_t i = 0; i < finals[0].size(); ++i) {
+    EXPECT_TRUE(finals[1][i].equal(finals[0][i])) << "parameter " << i;
+  }
+}
+
 }  // namespace
