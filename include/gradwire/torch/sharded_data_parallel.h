@@ -13,7 +13,8 @@
 //   o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::AdamOptions(1e-3));
 //   gradwire::torch::ShardedDataParallel sdp(model, *comm, o);
 //   for (...) {
-//     auto loss = loss_fn(model->forward(x), y);  // stage 3: sdp.use(*sub) in forward
+//     auto loss = loss_fn(model->forward(x), y);  // stage 3: sdp.use(*sub) in forward,
+//                                                  // sdp.after_forward(*sub, out) after
 //     loss.backward();   // gradients are reduce-scattered bucket by bucket
 //     sdp.step();        // the optimizer on this rank's shard, parameters gathered back
 //   }
