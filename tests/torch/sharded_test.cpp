@@ -472,6 +472,11 @@ TEST(ShardedStage3, ReshardAfterForwardLowersThePeakWithTheSameBits) {
     ASSERT_EQ(sdp.engine().units(), 6u);
     for (int step = 0; step < 3; ++step) {
       auto [x, y] = batch(step, 3);
+      if (step == 1) {  // a micro-batch accumulated under no_sync() first
+        auto guard = sdp.no_sync();
+        auto [x2, y2] = batch(10 + step, 3);
+        ::torch::mse_loss(model->forward(x2, sdp).narrow(1, 0, 3), y2).backward();
+      }
       ::torch::Tensor out = model->forward(x, sdp);
       ::torch::mse_loss(out.narrow(1, 0, 3), y).backward();
       EXPECT_TRUE(sdp.step());
@@ -494,6 +499,36 @@ TEST(ShardedStage3, ReshardAfterForwardLowersThePeakWithTheSameBits) {
   EXPECT_LE(peaks[1], whole / 2);
   for (size_t i = 0; i < finals[0].size(); ++i) {
     EXPECT_TRUE(finals[1][i].equal(finals[0][i])) << "parameter " << i;
+  }
+}
+
+// A unit handed to after_forward() without the output its backward starts
+// from has no hook to gather it again: its backward reads the freed
+// storage, which torch refuses (Note [reshard after forward]), rather than
+// reading freed memory.
+TEST(ShardedStage3, AfterForwardWithoutTheOutputIsATorchError) {
+  Net model;
+  ShardedDataParallelOptions o;
+  o.stage = 3;
+  o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::SGDOptions(0.1));
+  ShardedDataParallel sdp(model, world(), o);
+  auto [x, y] = batch(0, 2);
+  sdp.use(model->fc1);
+  auto h = ::torch::tanh(model->fc1(x));
+  sdp.use(model->fc2);
+  auto h2 = ::torch::tanh(model->fc2(h));
+  sdp.after_forward(model->fc2, h);  // its input, not its output
+  h = h2;
+  sdp.use(model->fc3);
+  try {
+    ::torch::mse_loss(model->fc3(h), y).backward();
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    // torch's checks of a storage of 0 bytes (views, data pointers).
+    EXPECT_TRUE(what.find("storage of size 0") != std::string::npos ||
+                what.find("not allocated") != std::string::npos)
+        << what;
   }
 }
 

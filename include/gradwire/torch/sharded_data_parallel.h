@@ -61,8 +61,10 @@
 // (the default) that frees the unit's gathered parameters at once, and a
 // hook on each output's gradient (Tensor::register_hook: it runs before the
 // node that made the output, so before any of the unit's backward nodes that
-// lead to it) gathers the unit again and prefetches the next one in
-// backward order (the highest-numbered unit below it that is not gathered).
+// lead to it; public API, where a pre-hook on grad_fn() is the same thing
+// through torch::autograd internals) gathers the unit again and prefetches
+// the next one in backward order (the highest-numbered unit below it that is
+// not gathered).
 // Freeing keeps the tensor objects autograd saved: each parameter sits on
 // one storage for all of training (its `full` tensor) whose data pointer
 // is pointed at the engine's gathered memory and set to null (0 bytes) when
@@ -72,11 +74,13 @@
 // has handed its gradient to the engine (which copies it into its Bucket),
 // the unit is released again, as FSDP1 does after the gradient accumulator:
 // so no unit's backward may read its weights after its gradients are done
-// (a use through weight.detach() would then read a null storage, a torch
-// error). A parameter read between after_forward() and its unit's backward
+// (a use through weight.detach() would then read a storage of 0 bytes: a
+// torch error). A parameter read between after_forward() and its unit's backward
 // is NaN: use() the submodule again first. Outputs that the unit's backward
-// does not all pass through (a missing output) make its nodes read null
-// storage: torch's "data is not allocated" error. Same gathers, same math:
+// does not all pass through (a missing output) make its nodes read a
+// storage of 0 bytes: a torch error ("out of bounds for storage of size 0",
+// "data is not allocated"), or, where no node reads the weights, the
+// "was not gathered" error of its gradient. Same gathers, same math:
 // the results are bit for bit those of the kept units; each resharded unit
 // is gathered twice per step. The last unit's backward comes first, so
 // after_forward on it only costs one gather (FSDP2 keeps the root too).
