@@ -17,9 +17,9 @@
 // torch twin uses no mixed precision either: bf16 matmuls on this CPU
 // would time the CPU, not the exchange). Adam (lr 1e-3) in both: torch's
 // for DDP, the engine's on the shard for the stages. Stage 3: each direct
-// child is a unit, gathered by use() in forward and held until backward
-// ends (Note [stage 3 units]): what FSDP2 does with
-// reshard_after_forward=False. Random tokens from a fixed seed per rank.
+// child is a unit, gathered by use() in forward and held until its
+// gradients are done in backward (no after_forward(), Note [reshard after
+// forward]): close to what FSDP2 does with reshard_after_forward=False. Random tokens from a fixed seed per rank.
 // Timed step = forward + backward (+ the exchange) + optimizer step
 // (+ zero_grad for DDP); median over the timed steps per rank, maximum over
 // ranks. One intra-op thread per rank.

@@ -10,7 +10,8 @@ over gloo: the embedding, each layer and the head are fully_shard'ed, then
 the root (which holds the position table). --mode fsdp2 keeps FSDP2's
 default reshard_after_forward=True (ZeRO-3: parameters gathered again in
 backward); --mode fsdp2-keep sets it False (held from forward to the end of
-backward), which is what gradwire's stage 3 does (Note [stage 3 units]).
+backward), which is what gradwire's stage 3 does without after_forward()
+(Note [stage 3 units], Note [reshard after forward]).
 Timed step = zero_grad + forward + backward + optimizer step; median per
 rank, max over ranks.
 

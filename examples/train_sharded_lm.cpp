@@ -8,7 +8,9 @@
 //
 // Options: --stage N (default 3), --steps N (60), --torch-adam (run
 // torch::optim::Adam on the shards instead of the engine's Adam),
-// --max-loss X (exit 1 unless the last loss is below X: the smoke test).
+// --max-loss X (exit 1 unless the last loss is below X: the smoke test),
+// --keep-gathered (stage 3: reshard_after_forward = false, units kept
+// gathered from their forward to the end of backward).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -45,10 +47,13 @@ struct TinyLmImpl : ::torch::nn::Module {
     const int64_t s = tokens.size(0);
     auto mask = ::torch::triu(::torch::full({s, s}, -INFINITY), 1);
     sdp.use(embed);  // the root's own parameter (pos) lives in unit 0 too
-    auto h = embed(tokens) + pos.narrow(0, 0, s);
+    // after_forward: stage 3 frees the unit until its backward gathers it
+    // again (Note [reshard after forward]); not for the head, whose
+    // backward comes first.
+    auto h = sdp.after_forward(embed, embed(tokens) + pos.narrow(0, 0, s));
     for (auto& layer : layers) {
       sdp.use(layer);  // gathers this layer, prefetches the next unit
-      h = layer(h, mask);
+      h = sdp.after_forward(layer, layer(h, mask));
     }
     sdp.use(head);
     return head(h);
@@ -73,17 +78,18 @@ TORCH_MODULE(TinyLm);
 
 int main(int argc, char** argv) {
   int stage = 3, steps = 60;
-  bool torch_adam = false;
+  bool torch_adam = false, keep_gathered = false;
   double max_loss = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--stage" && i + 1 < argc) stage = std::atoi(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (a == "--torch-adam") torch_adam = true;
+    else if (a == "--keep-gathered") keep_gathered = true;
     else if (a == "--max-loss" && i + 1 < argc) max_loss = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--stage N] [--steps N] [--torch-adam] [--max-loss X]\n",
-                   argv[0]);
+      std::fprintf(stderr, "usage: %s [--stage N] [--steps N] [--torch-adam] [--max-loss X] "
+                   "[--keep-gathered]\n", argv[0]);
       return 2;
     }
   }
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
     TinyLm model;
     gradwire::torch::ShardedDataParallelOptions o;
     o.stage = stage;
+    o.reshard_after_forward = !keep_gathered;
     o.max_grad_norm = 1.0;
     if (torch_adam) {
       o.torch_optimizer = [](std::vector<::torch::Tensor> p) {
@@ -121,8 +128,9 @@ int main(int argc, char** argv) {
       loss_value = l / comm->size();
       if (comm->rank() == 0 && (step % 10 == 0 || step == steps - 1)) {
         const auto m = sdp.engine().memory();
-        std::printf("step %3d  loss %.4f  engine bytes %zu (master %zu, optimizer %zu)\n", step,
-                    loss_value, m.total(), m.master, m.optimizer_state);
+        std::printf("step %3d  loss %.4f  engine bytes %zu (master %zu, optimizer %zu, peak "
+                    "gathered %zu)\n", step, loss_value, m.total(), m.master, m.optimizer_state,
+                    m.peak_gathered);
       }
     }
     if (max_loss >= 0 && !(loss_value < max_loss)) {

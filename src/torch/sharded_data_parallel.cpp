@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -55,6 +56,13 @@ struct ShardedDataParallel::State {
   std::vector<std::string> unit_names;    // stage 3, for messages
   std::vector<std::vector<size_t>> unit_params;
   std::vector<const void*> pointed;       // where params[i] points now (stage 3)
+  // Stage 3: the storage params[i] sits on while its unit is gathered, kept
+  // for all of training (Note [reshard after forward]).
+  std::vector<::torch::Tensor> full;
+  // Stage 3, one backward: how many of a unit's parameters handed their
+  // gradient over; guarded by `units_mutex` with the unit changes of hooks.
+  std::vector<size_t> unit_marked;
+  std::mutex units_mutex;
   std::unordered_map<const c10::TensorImpl*, size_t> index_of;
   std::unique_ptr<ShardedEngine> engine;
   std::unique_ptr<detail::AccumulatorHooks> hooks;  // Note [sharded hooks]
@@ -74,14 +82,19 @@ struct ShardedDataParallel::State {
                               ::torch::TensorOptions().dtype(params[i].scalar_type()));
   }
   void point_at_rest(size_t i);
+  void point_at(size_t i, void* data);
   void gather_unit(size_t u);
+  void release_unit(size_t u);
   void release_units();
+  void before_unit_backward(const std::vector<size_t>& units);
+  void count_gradient(size_t i);
   void on_gradient(size_t i);
   void on_backward_done();
   std::vector<size_t> indices_of(const ::torch::nn::Module& m) const;
 };
 
-// At rest: no memory, the parameter's shape, NaN values (Note [stage 3 units]).
+// At rest: no memory, the parameter's shape, NaN values (Note [stage 3
+// units]); its full storage holds 0 bytes (Note [reshard after forward]).
 void ShardedDataParallel::State::point_at_rest(size_t i) {
   at::NoGradGuard no_grad;
   params[i].set_data(
@@ -89,24 +102,68 @@ void ShardedDataParallel::State::point_at_rest(size_t i) {
                     ::torch::TensorOptions().dtype(params[i].scalar_type()))
           .expand(params[i].sizes()));
   pointed[i] = nullptr;
+  if (full[i].defined()) {
+    c10::StorageImpl* st = full[i].storage().unsafeGetStorageImpl();
+    st->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    st->set_nbytes(0);
+  }
+}
+
+// The parameter on its full storage, whose data is now the engine's
+// gathered memory at `data` (Note [reshard after forward]).
+void ShardedDataParallel::State::point_at(size_t i, void* data) {
+  if (!full[i].defined()) {
+    full[i] = view(i, data);
+  } else {
+    c10::StorageImpl* st = full[i].storage().unsafeGetStorageImpl();
+    st->set_data_ptr_noswap(c10::DataPtr(data, c10::Device(c10::kCPU)));
+    st->set_nbytes(size_t(full[i].numel()) * full[i].element_size());
+  }
+  if (pointed[i] == nullptr) {
+    at::NoGradGuard no_grad;
+    params[i].set_data(full[i]);
+  }
+  pointed[i] = data;
 }
 
 void ShardedDataParallel::State::gather_unit(size_t u) {
   engine->gather(u);
-  for (size_t i : unit_params[u]) {
-    void* p = engine->parameter(i);
-    if (pointed[i] == p) continue;
-    params[i].set_data(view(i, p));
-    pointed[i] = p;
-  }
+  for (size_t i : unit_params[u]) point_at(i, engine->parameter(i));
+}
+
+void ShardedDataParallel::State::release_unit(size_t u) {
+  if (!engine->gathered(u)) return;
+  for (size_t i : unit_params[u]) point_at_rest(i);
+  engine->release(u);
 }
 
 void ShardedDataParallel::State::release_units() {
-  for (size_t u = 0; u < unit_params.size(); ++u) {
-    if (!engine->gathered(u)) continue;
-    for (size_t i : unit_params[u]) point_at_rest(i);
-    engine->release(u);
+  for (size_t u = 0; u < unit_params.size(); ++u) release_unit(u);
+}
+
+// From the hook on a unit's outputs' gradients: its backward is next
+// (Note [reshard after forward]).
+void ShardedDataParallel::State::before_unit_backward(const std::vector<size_t>& units) {
+  std::lock_guard<std::mutex> lock(units_mutex);
+  size_t lowest = unit_params.size();
+  for (size_t u : units) {
+    if (!engine->gathered(u)) gather_unit(u);
+    lowest = std::min(lowest, u);
   }
+  for (size_t v = lowest; v-- > 0;) {
+    if (engine->gathered(v)) continue;
+    engine->prefetch(v);  // the next unit in backward order
+    break;
+  }
+}
+
+// A gradient handed over: once all of its unit's are, the unit is released
+// (Note [reshard after forward]).
+void ShardedDataParallel::State::count_gradient(size_t i) {
+  if (stage() != 3 || !options.reshard_after_forward) return;
+  std::lock_guard<std::mutex> lock(units_mutex);
+  const size_t u = unit_of[i];
+  if (++unit_marked[u] == unit_params[u].size()) release_unit(u);
 }
 
 std::vector<size_t> ShardedDataParallel::State::indices_of(const ::torch::nn::Module& m) const {
@@ -213,6 +270,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<::torch::nn::Module> mo
 
   // The parameters become the engine's (Note [sharded hooks]).
   s.pointed.assign(s.params.size(), nullptr);
+  s.full.resize(s.params.size());
+  s.unit_marked.assign(s.unit_params.size(), 0);
   {
     at::NoGradGuard no_grad;
     if (s.stage() < 3) s.engine->wait_parameters();
@@ -262,15 +321,23 @@ ShardedDataParallel::~ShardedDataParallel() {
     at::NoGradGuard no_grad;
     for (auto& p : s.params) p.set_data(::torch::empty({0}, p.options()));
   }
+  for (auto& f : s.full) {  // tensors autograd still holds must not dangle either
+    if (!f.defined()) continue;
+    c10::StorageImpl* st = f.storage().unsafeGetStorageImpl();
+    st->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    st->set_nbytes(0);
+  }
 }
 
 // ---------------------------------------------------------------- hooks
 
 void ShardedDataParallel::State::on_gradient(size_t i) {
-  marked[i].store(true, std::memory_order_relaxed);
-  if (!engine->will_sync()) return;  // no_sync(): .grad accumulates locally
+  const bool first = !marked[i].exchange(true, std::memory_order_relaxed);
+  if (!engine->will_sync() || !params[i].mutable_grad().defined()) {
+    if (first) count_gradient(i);  // no_sync(): .grad accumulates locally
+    return;
+  }
   ::torch::Tensor& grad = params[i].mutable_grad();
-  if (!grad.defined()) return;
   if (stage() == 3 && pointed[i] == nullptr) {
     detail::invalid(where() + ": parameter " + names[i] + " got a gradient but its unit '" +
                     unit_names[unit_of[i]] + "' was not gathered: call use() on the "
@@ -287,6 +354,7 @@ void ShardedDataParallel::State::on_gradient(size_t i) {
   ::torch::Tensor g = grad.contiguous();
   engine->mark_ready(i, g.data_ptr());  // copies into the Bucket
   grad = ::torch::Tensor();
+  if (first) count_gradient(i);
 }
 
 void ShardedDataParallel::State::on_backward_done() {
@@ -305,6 +373,10 @@ void ShardedDataParallel::State::on_backward_done() {
     }
   } else {
     for (size_t i = 0; i < params.size(); ++i) marked[i].store(false);
+  }
+  {
+    std::lock_guard<std::mutex> lock(units_mutex);
+    unit_marked.assign(unit_params.size(), 0);
   }
   engine->finalize();
   // Autograd is done with the gathered weights (Note [stage 3 units]).
@@ -359,6 +431,35 @@ void ShardedDataParallel::use(const ::torch::nn::Module& submodule) {
   }
   // The next unit's allgather overlaps this one's computation.
   if (any && last + 1 < s.unit_params.size()) s.engine->prefetch(last + 1);
+}
+
+::torch::Tensor ShardedDataParallel::after_forward(const ::torch::nn::Module& submodule,
+                                                   const ::torch::Tensor& output) {
+  return after_forward(submodule, std::vector<::torch::Tensor>{output})[0];
+}
+
+std::vector<::torch::Tensor> ShardedDataParallel::after_forward(
+    const ::torch::nn::Module& submodule, const std::vector<::torch::Tensor>& outputs) {
+  State& s = *state_;
+  if (s.stage() < 3 || !s.options.reshard_after_forward) return outputs;
+  std::vector<bool> mine(s.unit_params.size(), false);
+  for (size_t i : s.indices_of(submodule)) mine[s.unit_of[i]] = true;
+  std::vector<size_t> units;
+  for (size_t u = 0; u < mine.size(); ++u) {
+    if (mine[u]) units.push_back(u);
+  }
+  if (units.empty()) return outputs;
+  // Before the unit's backward: gathered again (Note [reshard after forward]).
+  std::weak_ptr<State> weak = state_;
+  for (const auto& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    out.register_hook([weak, units](const ::torch::Tensor&) {
+      if (auto st = weak.lock()) st->before_unit_backward(units);
+    });
+  }
+  std::lock_guard<std::mutex> lock(s.units_mutex);
+  for (size_t u : units) s.release_unit(u);
+  return outputs;
 }
 
 void ShardedDataParallel::use_all() {

@@ -27,6 +27,9 @@ in one process group):
                    parameter without a gradient on one rank, then on every
                    rank (find_unused_parameters) at stages 2 and 3 against
                    DDP with find_unused_parameters.
+  reshard          stage 3, 6 units: reshard_after_forward (Note [reshard
+                   after forward]) gives the bits of the run that keeps the
+                   units gathered, with at most half the gathered bytes.
 
 Tolerances. The engine's Adam rounds its float32 formula as written
 (gradwire/sharded.h) and torch's uses lerp/addcdiv: a few float32 ulps of
@@ -420,6 +423,26 @@ def mode_features(gloo):
     features_clipping(gloo)
     features_unused(gloo)
     log("sharded features OK")
+def mode_reshard():
+    finals, peaks, whole = [], [], 0
+    for reshard in (False, True):
+        torch.manual_seed(4)
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(6, 6), nn.Tanh()) for _ in range(6)])
+        sdp = ShardedDataParallel(model, stage=3, optimizer=sharded.SGD(lr=LR, momentum=0.9),
+                                  reshard_after_forward=reshard)
+        for s in range(3):
+            x, y = batch(s)
+            ((sdp(x)[:, :3] - y) ** 2).mean().backward()
+            assert sdp.step()
+        peaks.append(sdp.memory()["peak_gathered"])
+        sdp.gather_all()
+        whole = sdp.memory()["gathered"]
+        finals.append([p.detach().clone() for p in model.parameters()])
+        sdp.close()
+    assert all(torch.equal(a, b) for a, b in zip(*finals)), "reshard changed the bits"
+    assert peaks[0] == whole and peaks[1] <= whole // 2, (peaks, whole)
+    log(f"stage 3, 6 units: peak gathered bytes kept {peaks[0]}, resharded {peaks[1]}, "
+        f"whole {whole}; sharded reshard OK")
 
 
 def modes(argv):
@@ -449,6 +472,8 @@ def main():
             mode_compressed()
         elif mode == "features":
             mode_features(gloo)
+        elif mode == "reshard":
+            mode_reshard()
         else:
             raise SystemExit(f"sharded_worker.py: unknown mode {mode!r}")
     dist.destroy_process_group()

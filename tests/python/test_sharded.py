@@ -11,7 +11,7 @@ mode prints its own OK line, which launch() requires from every rank. What
 runs where (the checkpoint modes chain the launches, so one test):
 
   torchrun 3   match, save stage 3, compressed, mismatch, features
-  torchrun 2   match, load stage 3 (3 -> 2), save stage 2, mismatch
+  torchrun 2   match, load stage 3 (3 -> 2), save stage 2, mismatch, reshard
   mpirun 1     match, load stage 3 (3 -> 1), compressed
   mpirun 3     match, load stage 2 (2 -> 3)
   mpirun 4     features, mismatch (the only world of 4: kept short)
@@ -33,8 +33,9 @@ def test_sharded_engine(tmp_path):
            ok=["sharded match OK", "sharded save OK", "sharded compressed OK",
                "sharded mismatch OK", "sharded features OK"])
     launch("torchrun", 2, "sharded_worker.py", "match", "+", "load", s3, ref3, 3,
-           "+", "save", s2, ref2, 2, "+", "mismatch",
-           ok=["sharded match OK", "sharded load OK", "sharded save OK", "sharded mismatch OK"])
+           "+", "save", s2, ref2, 2, "+", "mismatch", "+", "reshard",
+           ok=["sharded match OK", "sharded load OK", "sharded save OK", "sharded mismatch OK",
+               "sharded reshard OK"])
     launch("mpirun", 1, "sharded_worker.py", "match", "+", "load", s3, ref3, 3,
            "+", "compressed",
            ok=["sharded match OK", "sharded load OK", "sharded compressed OK"])

@@ -433,4 +433,103 @@ TEST(ShardedCompression, Int8GradientsAfterAWarmUp) {
   }
 }
 
+// Stage 3 with after_forward() (Note [reshard after forward]): the units are
+// freed after their forward and gathered again for their backward, so fewer
+// gathered bytes are held at once than the whole model, and training gives
+// the bits of the run that keeps every unit gathered until backward ends.
+struct DeepImpl : ::torch::nn::Module {
+  DeepImpl() {
+    for (int k = 0; k < 6; ++k) {
+      layers.push_back(register_module("l" + std::to_string(k), ::torch::nn::Linear(6, 6)));
+    }
+  }
+  ::torch::Tensor forward(::torch::Tensor h, ShardedDataParallel& sdp) {
+    for (size_t k = 0; k < layers.size(); ++k) {
+      sdp.use(layers[k]);
+      ::torch::Tensor out = layers[k](h);
+      if (k + 1 < layers.size()) out = sdp.after_forward(layers[k], out);  // not the last unit
+      h = ::torch::tanh(out);
+    }
+    return h;
+  }
+  std::vector<::torch::nn::Linear> layers;
+};
+TORCH_MODULE(Deep);
+
+TEST(ShardedStage3, ReshardAfterForwardLowersThePeakWithTheSameBits) {
+  std::vector<std::vector<::torch::Tensor>> finals;
+  std::vector<size_t> peaks;
+  size_t whole = 0;
+  for (bool reshard : {false, true}) {
+    ::torch::manual_seed(5);
+    Deep model;
+    ShardedDataParallelOptions o;
+    o.stage = 3;
+    o.reshard_after_forward = reshard;
+    o.optimizer = gradwire::torch::shard_optimizer(
+        ::torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3));
+    ShardedDataParallel sdp(model, world(), o);
+    ASSERT_EQ(sdp.engine().units(), 6u);
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = batch(step, 3);
+      if (step == 1) {  // a micro-batch accumulated under no_sync() first
+        auto guard = sdp.no_sync();
+        auto [x2, y2] = batch(10 + step, 3);
+        ::torch::mse_loss(model->forward(x2, sdp).narrow(1, 0, 3), y2).backward();
+      }
+      ::torch::Tensor out = model->forward(x, sdp);
+      ::torch::mse_loss(out.narrow(1, 0, 3), y).backward();
+      EXPECT_TRUE(sdp.step());
+      EXPECT_EQ(sdp.engine().memory().gathered, 0u);
+    }
+    peaks.push_back(sdp.engine().memory().peak_gathered);
+    sdp.use_all();
+    whole = sdp.engine().memory().gathered;
+    std::vector<::torch::Tensor> p;
+    for (auto& t : model->parameters()) p.push_back(t.detach().clone());
+    finals.push_back(p);
+  }
+  if (world().rank() == 0) {
+    std::printf("stage 3, 6 units: peak gathered bytes kept %zu, resharded %zu, whole model %zu\n",
+                peaks[0], peaks[1], whole);
+  }
+  EXPECT_EQ(peaks[0], whole);
+  // Forward: a unit and the next one prefetched; backward: the last unit,
+  // one gathered again and the next one prefetched.
+  EXPECT_LE(peaks[1], whole / 2);
+  for (size_t i = 0; i < finals[0].size(); ++i) {
+    EXPECT_TRUE(finals[1][i].equal(finals[0][i])) << "parameter " << i;
+  }
+}
+
+// A unit handed to after_forward() without the output its backward starts
+// from has no hook to gather it again: its backward reads the freed
+// storage, which torch refuses (Note [reshard after forward]), rather than
+// reading freed memory.
+TEST(ShardedStage3, AfterForwardWithoutTheOutputIsATorchError) {
+  Net model;
+  ShardedDataParallelOptions o;
+  o.stage = 3;
+  o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::SGDOptions(0.1));
+  ShardedDataParallel sdp(model, world(), o);
+  auto [x, y] = batch(0, 2);
+  sdp.use(model->fc1);
+  auto h = ::torch::tanh(model->fc1(x));
+  sdp.use(model->fc2);
+  auto h2 = ::torch::tanh(model->fc2(h));
+  sdp.after_forward(model->fc2, h);  // its input, not its output
+  h = h2;
+  sdp.use(model->fc3);
+  try {
+    ::torch::mse_loss(model->fc3(h), y).backward();
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    // torch's checks of a storage of 0 bytes (views, data pointers).
+    EXPECT_TRUE(what.find("storage of size 0") != std::string::npos ||
+                what.find("not allocated") != std::string::npos)
+        << what;
+  }
+}
+
 }  // namespace

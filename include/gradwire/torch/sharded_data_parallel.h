@@ -13,7 +13,8 @@
 //   o.optimizer = gradwire::torch::shard_optimizer(::torch::optim::AdamOptions(1e-3));
 //   gradwire::torch::ShardedDataParallel sdp(model, *comm, o);
 //   for (...) {
-//     auto loss = loss_fn(model->forward(x), y);  // stage 3: sdp.use(*sub) in forward
+//     auto loss = loss_fn(model->forward(x), y);  // stage 3: sdp.use(*sub) in forward,
+//                                                  // sdp.after_forward(*sub, out) after
 //     loss.backward();   // gradients are reduce-scattered bucket by bucket
 //     sdp.step();        // the optimizer on this rank's shard, parameters gathered back
 //   }
@@ -47,10 +48,44 @@
 // their shape, so a forward that forgot use() produces NaNs and the next
 // backward an error naming the parameter). use(submodule) gathers its unit
 // (and prefetches the next) and points the parameters at the gathered
-// values; they stay gathered until backward ends (autograd keeps
-// references to the weights it saved), then the final callback releases
-// every unit. So at stage 3 the full parameters are held from a unit's
-// forward to the end of backward, and only the shard between steps.
+// values. Without after_forward() they stay gathered until backward ends
+// (autograd keeps references to the weights it saved), then the final
+// callback releases every unit: the full parameters are then held from a
+// unit's forward to the end of backward, and only the shard between steps.
+// after_forward() frees them in between (Note [reshard after forward]).
+//
+// Note [reshard after forward]: FSDP's reshard_after_forward. libtorch's
+// C++ modules have no forward hooks and libtorch no C++ saved-tensor hooks,
+// so the forward hands each unit's outputs over:
+// `y = sdp.after_forward(sub, sub(x))`. With options.reshard_after_forward
+// (the default) that frees the unit's gathered parameters at once, and a
+// hook on each output's gradient (Tensor::register_hook: it runs before the
+// node that made the output, so before any of the unit's backward nodes that
+// lead to it; public API, where a pre-hook on grad_fn() is the same thing
+// through torch::autograd internals) gathers the unit again and prefetches
+// the next one in backward order (the highest-numbered unit below it that is
+// not gathered).
+// Freeing keeps the tensor objects autograd saved: each parameter sits on
+// one storage for all of training (its `full` tensor) whose data pointer
+// is pointed at the engine's gathered memory and set to null (0 bytes) when
+// the unit is released, so the views autograd saved (a Linear saves
+// weight.t()) follow it; the parameter itself rests on NaN between release
+// and gather, as between steps. In backward, once every parameter of a unit
+// has handed its gradient to the engine (which copies it into its Bucket),
+// the unit is released again, as FSDP1 does after the gradient accumulator:
+// so no unit's backward may read its weights after its gradients are done
+// (a use through weight.detach() would then read a storage of 0 bytes: a
+// torch error). A parameter read between after_forward() and its unit's backward
+// is NaN: use() the submodule again first. Outputs that the unit's backward
+// does not all pass through (a missing output) make its nodes read a
+// storage of 0 bytes: a torch error ("out of bounds for storage of size 0",
+// "data is not allocated"), or, where no node reads the weights, the
+// "was not gathered" error of its gradient. Same gathers, same math:
+// the results are bit for bit those of the kept units; each resharded unit
+// is gathered twice per step. The last unit's backward comes first, so
+// after_forward on it only costs one gather (FSDP2 keeps the root too).
+// reshard_after_forward = false makes after_forward() a no-op: the old
+// behaviour, for speed.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -114,6 +149,11 @@ struct ShardedDataParallelOptions {
   bool overlap_parameter_gather = false;
   // Stage 3: the submodules that are units, by name (Note [stage 3 units]).
   std::vector<std::string> units;
+  // Stage 3: after_forward() frees a unit's gathered parameters until its
+  // backward gathers them again, and a unit is freed as soon as its
+  // gradients are handed over in backward (Note [reshard after forward]).
+  // False: units stay gathered from use() to the end of backward.
+  bool reshard_after_forward = true;
 };
 
 class ShardedDataParallel {
@@ -149,6 +189,20 @@ class ShardedDataParallel {
   template <typename M>
   void use(const ::torch::nn::ModuleHolder<M>& submodule) {
     use(*submodule);
+  }
+  // After `submodule`'s computation in forward, with its outputs (stage 3
+  // with options.reshard_after_forward; otherwise free): frees its unit's
+  // gathered parameters and hooks the outputs' gradients to gather them
+  // again before the unit's backward (Note [reshard after forward]). Give
+  // every output the unit's backward starts from. Returns the outputs.
+  ::torch::Tensor after_forward(const ::torch::nn::Module& submodule,
+                                const ::torch::Tensor& output);
+  std::vector<::torch::Tensor> after_forward(const ::torch::nn::Module& submodule,
+                                             const std::vector<::torch::Tensor>& outputs);
+  template <typename M>
+  ::torch::Tensor after_forward(const ::torch::nn::ModuleHolder<M>& submodule,
+                                const ::torch::Tensor& output) {
+    return after_forward(*submodule, output);
   }
   // Every parameter current and readable (stage 3: every unit gathered,
   // until the next backward ends).

@@ -52,6 +52,18 @@ def SGD(lr=1e-2, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
+def _tensors_in(output):
+    """The tensors of a forward's output: a tensor, or lists, tuples and
+    dicts of them."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (list, tuple)):
+        return [t for o in output for t in _tensors_in(o)]
+    return []
+
+
 class ShardedDataParallel(torch.nn.Module):
     """Wraps ``module`` for sharded data-parallel training over ``process_group``
     (a group whose backend is "gradwire"; None: the default group).
@@ -66,7 +78,18 @@ class ShardedDataParallel(torch.nn.Module):
         rest). At stage 3 each entry of ``units`` (default: the module's direct
         children, in registration order, which should be forward order) is
         gathered by a forward pre-hook just before it runs (the next one
-        prefetched) and stays gathered until backward ends.
+        prefetched); see ``reshard_after_forward``.
+    reshard_after_forward: stage 3 (default True, as FSDP2): a forward hook
+        frees each unit's gathered parameters after its forward, and a hook on
+        its output tensors' gradients gathers them again before its backward
+        (Note [reshard after forward]); in backward a unit is freed once its
+        gradients are handed over. Not for the last unit (its backward comes
+        first), nor unit 0 when the root module has parameters of its own
+        (they join unit 0 and the root may read them after unit 0's forward).
+        A unit's parameters are NaN between its forward and its backward:
+        parameters shared between units, or read outside their unit's
+        forward, need False, which keeps every unit gathered from its forward
+        to the end of backward.
     optimizer: ``sharded.Adam(...)``, ``sharded.AdamW(...)`` or ``sharded.SGD(...)``.
     reduce_dtype: the dtype gradients are reduced in (None: the parameters').
     max_grad_norm: > 0 clips gradients to this global L2 norm.
@@ -94,7 +117,8 @@ class ShardedDataParallel(torch.nn.Module):
                  find_unused_parameters=False, overlap_parameter_gather=False, units=None,
                  bucket_cap_mb=25, first_bucket_cap_mb=1, alignment=32,
                  max_buckets_in_flight=4, gradient_compression=None,
-                 compression_block_size=256, error_feedback=True, compression_start_step=0):
+                 compression_block_size=256, error_feedback=True, compression_start_step=0,
+                 reshard_after_forward=True):
         super().__init__()
         if optimizer is None:
             raise TypeError("ShardedDataParallel needs optimizer=gradwire.torch.sharded.Adam(...), "
@@ -137,7 +161,8 @@ class ShardedDataParallel(torch.nn.Module):
             gradient_compression=gradient_compression,
             compression_block_size=int(compression_block_size),
             error_feedback=bool(error_feedback),
-            compression_start_step=int(compression_start_step))
+            compression_start_step=int(compression_start_step),
+            reshard_after_forward=bool(reshard_after_forward))
         # The use() calls a C++ forward makes (Note [mirror module]): before
         # each unit's forward, and before the root's for its own parameters.
         self._hooks = []
@@ -149,12 +174,32 @@ class ShardedDataParallel(torch.nn.Module):
                 if self._impl.has_module(name):
                     sub = module.get_submodule(name)
                     self._hooks.append(sub.register_forward_pre_hook(self._pre_hook(name)))
+        # Stage 3: the after_forward() calls (Note [reshard after forward]).
+        if stage == 3 and reshard_after_forward:
+            names = [n for n in (list(units) if units else
+                                 [n for n, _ in module.named_children()])
+                     if self._impl.has_module(n)]
+            if any(True for _ in module.parameters(recurse=False)):
+                names = names[1:]  # the root's own parameters are in unit 0
+            for name in names[:-1]:  # the last unit's backward comes first
+                sub = module.get_submodule(name)
+                self._hooks.append(sub.register_forward_hook(self._post_hook(name)))
 
     def _pre_hook(self, name):
         impl = self._impl
 
         def hook(_module, _args):
             impl.use(name)
+        return hook
+
+    def _post_hook(self, name):
+        impl = self._impl
+
+        def hook(_module, _args, output):
+            tensors = _tensors_in(output)
+            if torch.is_grad_enabled() and not any(t.requires_grad for t in tensors):
+                return  # outputs we cannot hook: the unit stays gathered
+            impl.after_forward(name, tensors)
         return hook
 
     def forward(self, *args, **kwargs):

@@ -284,7 +284,7 @@ void register_sharded(py::module_& m) {
                        std::vector<std::string> units,
                        std::optional<std::string> gradient_compression,
                        size_t compression_block_size, bool error_feedback,
-                       uint64_t compression_start_step) {
+                       uint64_t compression_start_step, bool reshard_after_forward) {
              auto s = std::make_shared<PySharded>();
              s->backend = backend;
              s->mirror = std::make_shared<::torch::nn::Module>("mirror");
@@ -314,6 +314,7 @@ void register_sharded(py::module_& m) {
              o.max_buckets_in_flight = max_buckets_in_flight;
              o.overlap_parameter_gather = overlap_parameter_gather;
              o.units = std::move(units);
+             o.reshard_after_forward = reshard_after_forward;
              if (gradient_compression && *gradient_compression == "int8") {
                o.gradient_compression.kind = gradwire::GradientCompression::Int8;
              } else if (gradient_compression && *gradient_compression != "none") {
@@ -336,7 +337,7 @@ void register_sharded(py::module_& m) {
            py::arg("max_buckets_in_flight"), py::arg("overlap_parameter_gather"),
            py::arg("units"), py::arg("gradient_compression") = std::nullopt,
            py::arg("compression_block_size") = 256, py::arg("error_feedback") = true,
-           py::arg("compression_start_step") = 0)
+           py::arg("compression_start_step") = 0, py::arg("reshard_after_forward") = true)
       .def("step",
            [](PySharded& s) {
              py::gil_scoped_release nogil;
@@ -355,6 +356,15 @@ void register_sharded(py::module_& m) {
              }
              py::gil_scoped_release nogil;
              s.get().use(*sub);
+           })
+      // After a unit's forward, with its output tensors (Note [reshard after
+      // forward]); a name that holds no tensors has nothing to free.
+      .def("after_forward",
+           [](PySharded& s, const std::string& name, const std::vector<at::Tensor>& outputs) {
+             auto it = s.modules.find(name);
+             if (it == s.modules.end()) return;
+             py::gil_scoped_release nogil;
+             s.get().after_forward(*it->second, outputs);
            })
       .def("use_all",
            [](PySharded& s) {
