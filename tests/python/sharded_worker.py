@@ -423,6 +423,8 @@ def mode_features(gloo):
     features_clipping(gloo)
     features_unused(gloo)
     log("sharded features OK")
+
+
 def mode_reshard():
     finals, peaks, whole = [], [], 0
     for reshard in (False, True):
