@@ -170,7 +170,7 @@ std::chrono::milliseconds liveness_timeout() {
   // not worth a cache).
   std::chrono::milliseconds t = kDefaultLivenessTimeout;
   if (const char* v = std::getenv("GRADWIRE_LIVENESS_S"); v && *v) {
-    t = env::parse_seconds("GRADWIRE_LIVENESS_S", v, /*zero_allowed=*/false);
+    t = gradwire::env::parse_seconds("GRADWIRE_LIVENESS_S", v, /*zero_allowed=*/false);
     if (t < std::chrono::seconds(1)) {
       raise(ErrorCode::InvalidArgument, "GRADWIRE_LIVENESS_S='{}' is below 1 s: TCP keepalive "
             "probes at most once a second, so a shorter timeout would report live ranks lost", v);

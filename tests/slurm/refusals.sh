@@ -66,13 +66,18 @@ echo "--- two concurrent steps of one job: both passed"
 # 4. Another job's store on this step's port (one node: ss sees its ports).
 if ((nodes == 1)); then
   port=$((16001 + RANDOM % 8000 * 2))  # odd: never a derived store port
+  # Job A's rank 1 arrives only once job B is done, so that job A's store
+  # (its rank 0, waiting for rank 1) listens all through job B's launch.
   GRADWIRE_STORE_PORT=$port srun -n 2 bash -c \
-    '[ "$SLURM_PROCID" = 1 ] && sleep 10; exec "$0"' "$hc" > "$out/job_a.out" 2>&1 &
+    'if [ "$SLURM_PROCID" = 1 ]; then for _ in $(seq 150); do [ -e "$1" ] && break; sleep 0.1; done; fi
+     exec "$0"' "$hc" "$out/job_b.done" > "$out/job_a.out" 2>&1 &
   job_a=$!
   for _ in $(seq 100); do ss -Htln "sport = :$port" | grep -q . && break; sleep 0.1; done
   ss -Htln "sport = :$port" | grep -q . || fail "job A's store never listened on port $port"
   GRADWIRE_STORE_PORT=$port srun -n 2 "$hc" > "$out/job_b.out" 2>&1
-  expect_refused "a step on another job's store port" "$out/job_b.out" $? \
+  status=$?
+  touch "$out/job_b.done"
+  expect_refused "a step on another job's store port" "$out/job_b.out" $status \
     "reached the store" "of another job: rank 0 there is of Slurm job" \
     "GRADWIRE_STORE_PORT picks another port"
   wait $job_a || fail "job A was harmed by job B: $(errors "$out/job_a.out")"

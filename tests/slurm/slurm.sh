@@ -171,6 +171,10 @@ AccountingStorageType=accounting_storage/none
 SwitchType=switch/none
 PlugStackConfig=/dev/null
 InactiveLimit=0
+# sbatch --wait polls the job's state 2 s after submitting, then sleeps 4x
+# longer each time while that stays under MinJobAge / 2 (10 s for a job of
+# one second at the default of 300): at 4, every poll is 2 s apart.
+MinJobAge=4
 KillWait=5
 MessageTimeout=30
 EOF

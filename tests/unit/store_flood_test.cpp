@@ -35,11 +35,11 @@ using namespace std::chrono_literals;
 using namespace tcp_store;
 using Clock = std::chrono::steady_clock;
 
-const std::string kSecret = "flood-test-secret-0123456789abcdef";
+const std::string kFloodSecret = "flood-test-secret-0123456789abcdef";
 
 std::unique_ptr<Store> store(uint16_t port, bool server, std::chrono::milliseconds deadline) {
   TcpStoreOptions o;
-  o.secret = kSecret;
+  o.secret = kFloodSecret;
   o.linger = 0ms;
   return make_tcp_store("127.0.0.1", port, server, Deadline::after(deadline), o);
 }
@@ -243,7 +243,7 @@ TEST(StoreFlood, AFloodFromOneAddressDoesNotEvictAnother) {
     std::this_thread::sleep_for(200ms);  // the server works through the backlog
     // The slow rank now proves the secret: it must still be connected.
     const std::string proof = encode_client_proof(
-        store_proof(kSecret, Role::Client, kProtocolVersion, h.nonce, sh.nonce));
+        store_proof(kFloodSecret, Role::Client, kProtocolVersion, h.nonce, sh.nonce));
     ASSERT_EQ(::send(slow, proof.data(), proof.size(), MSG_NOSIGNAL), ssize_t(proof.size()));
     const std::string verdict = read_message(slow);
     const auto v = parse_handshake(verdict);

@@ -22,10 +22,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<Store> server(uint16_t port) {
+std::unique_ptr<Store> will_server(uint16_t port) {
   return make_tcp_store("127.0.0.1", port, true, Deadline::after(2s), TcpStoreOptions{});
 }
-std::unique_ptr<Store> client(uint16_t port) {
+std::unique_ptr<Store> will_client(uint16_t port) {
   return make_tcp_store("127.0.0.1", port, false, Deadline::after(2s));
 }
 
@@ -36,7 +36,7 @@ void child_dies_with_will(uint16_t port, const std::string& key, const std::stri
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
-      auto c = client(port);
+      auto c = will_client(port);
       c->set_will(key, value);
       c.release();  // never destroyed: the will stays
     } catch (...) {
@@ -52,17 +52,17 @@ void child_dies_with_will(uint16_t port, const std::string& key, const std::stri
 
 TEST(StoreWill, ADeadClientsWillIsWritten) {
   const uint16_t port = gwtest::free_port();
-  auto srv = server(port);
+  auto srv = will_server(port);
   child_dies_with_will(port, "lost", "rank 3");
-  auto reader = client(port);
+  auto reader = will_client(port);
   EXPECT_EQ(reader->get("lost", Deadline::after(5s), "the will"), "rank 3");
 }
 
 TEST(StoreWill, AClientThatClosesCleanlyWithdrawsIt) {
   const uint16_t port = gwtest::free_port();
-  auto srv = server(port);
+  auto srv = will_server(port);
   {
-    auto c = client(port);
+    auto c = will_client(port);
     EXPECT_TRUE(c->set_will("lost", "rank 1"));
     EXPECT_TRUE(c->set_will("lost", "rank 1, again"));  // replaces, on the same connection
     c->set("other", "x");  // ordinary requests leave the will alone
@@ -71,15 +71,15 @@ TEST(StoreWill, AClientThatClosesCleanlyWithdrawsIt) {
   // lets the server see the close too, so that a will left in place would
   // have been written by the time we look (this is what could fail).
   std::this_thread::sleep_for(200ms);
-  auto reader = client(port);
+  auto reader = will_client(port);
   EXPECT_EQ(reader->get("other", Deadline::after(1s), "x"), "x");
   EXPECT_FALSE(reader->try_get("lost").has_value());
 }
 
 TEST(StoreWill, TheFirstValueStays) {
   const uint16_t port = gwtest::free_port();
-  auto srv = server(port);
-  auto reader = client(port);
+  auto srv = will_server(port);
+  auto reader = will_client(port);
   reader->set("lost", "already there");
   child_dies_with_will(port, "lost", "rank 2");
   child_dies_with_will(port, "other-key", "rank 2");
@@ -89,17 +89,17 @@ TEST(StoreWill, TheFirstValueStays) {
 
 TEST(StoreWill, PrefixStoresPrefixTheKeyAndOtherStoresHaveNoWill) {
   const uint16_t port = gwtest::free_port();
-  auto srv = server(port);
+  auto srv = will_server(port);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto c = prefix_store(client(port), "world7/");
+    auto c = prefix_store(will_client(port), "world7/");
     c->set_will("gradwire/lost", "5");
     c.release();
     ::_exit(0);
   }
   ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
-  auto reader = client(port);
+  auto reader = will_client(port);
   EXPECT_EQ(reader->get("world7/gradwire/lost", Deadline::after(5s), "the will"), "5");
 
   const std::string dir = ::testing::TempDir() + "store_will_files";
@@ -109,8 +109,8 @@ TEST(StoreWill, PrefixStoresPrefixTheKeyAndOtherStoresHaveNoWill) {
 
 TEST(StoreWill, WillsAreValidated) {
   const uint16_t port = gwtest::free_port();
-  auto srv = server(port);
-  auto c = client(port);
+  auto srv = will_server(port);
+  auto c = will_client(port);
   EXPECT_THROW(c->set_will("k", ""), Error);
   EXPECT_THROW(c->set_will("", "v"), Error);
   EXPECT_THROW(c->set_will("k", std::string(5000, 'v')), Error);
