@@ -46,7 +46,12 @@ std::shared_ptr<ShardOptimizer> shard_optimizer(const ::torch::optim::SGDOptions
 // ---------------------------------------------------------------- state
 
 struct ShardedDataParallel::State {
-  State(Communicator& c, ShardedDataParallelOptions o) : comm(c), options(std::move(o)) {}
+  State(Communicator& c, ShardedDataParallelOptions o) : comm(c), options(std::move(o)) {
+    // Note [reshard after forward]: with unused parameters the ranks'
+    // backward graphs may differ, and a gather that one rank's graph calls
+    // for would wait for a gather no other rank calls: units stay gathered.
+    if (options.find_unused_parameters) options.reshard_after_forward = false;
+  }
 
   Communicator& comm;
   ShardedDataParallelOptions options;

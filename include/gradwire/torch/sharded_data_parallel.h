@@ -85,7 +85,10 @@
 // is gathered twice per step. The last unit's backward comes first, so
 // after_forward on it only costs one gather (FSDP2 keeps the root too).
 // reshard_after_forward = false makes after_forward() a no-op: the old
-// behaviour, for speed.
+// behaviour, for speed. find_unused_parameters implies it: a rank whose
+// graph skips a unit would not gather it in backward while the others do,
+// and the collectives of the ranks would differ (a Mismatch on every rank,
+// found by python.test_sharded's unused-parameter scenario at stage 3).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -152,7 +155,8 @@ struct ShardedDataParallelOptions {
   // Stage 3: after_forward() frees a unit's gathered parameters until its
   // backward gathers them again, and a unit is freed as soon as its
   // gradients are handed over in backward (Note [reshard after forward]).
-  // False: units stay gathered from use() to the end of backward.
+  // False: units stay gathered from use() to the end of backward; implied
+  // by find_unused_parameters.
   bool reshard_after_forward = true;
 };
 

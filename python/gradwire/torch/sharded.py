@@ -79,7 +79,9 @@ class ShardedDataParallel(torch.nn.Module):
         children, in registration order, which should be forward order) is
         gathered by a forward pre-hook just before it runs (the next one
         prefetched); see ``reshard_after_forward``.
-    reshard_after_forward: stage 3 (default True, as FSDP2): a forward hook
+    reshard_after_forward: stage 3 (default True, as FSDP2; off with
+        ``find_unused_parameters``, whose ranks' backward graphs may differ
+        and so would not gather the same units): a forward hook
         frees each unit's gathered parameters after its forward, and a hook on
         its output tensors' gradients gathers them again before its backward
         (Note [reshard after forward]); in backward a unit is freed once its
