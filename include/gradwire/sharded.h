@@ -17,7 +17,7 @@
 //    and 2, allgathers the updated parameters Bucket by Bucket (forward waits
 //    per Bucket: wait_bucket / wait_parameter). In stage 3 the parameters
 //    rest as shards: gather(unit) before a unit's forward and backward,
-//    release(unit) after.
+//    release(unit) after (or their int8 form: parameter_compression).
 //
 //   gradwire::ShardedEngine engine(*comm, params, gradwire::ShardAdam::make({.lr = 1e-3}),
 //                                  {.stage = 2});

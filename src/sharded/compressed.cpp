@@ -263,11 +263,13 @@ size_t ShardedEngine::Impl::compression_bytes() const {
 // than the other ranks', and the ranks' models would drift apart. So the
 // gathered values are a function of the wire bytes alone, computed by the
 // same code on every rank, and QuantizedAllgather would produce the same
-// bits from the same shards. The quantize, exchange and dequantize run as
-// one composite operation (Note [composite operations]) queued where the
-// plain allgather would be, so a prefetch still overlaps with compute and
-// gather() waits for it as before; at world size 1 the element passes run
-// at once (the same values a larger world would compute from the shard).
+// bits from the same shards. The shard is quantized when the gather starts
+// (where the plain gather copies it: the value of that moment), and the
+// exchange and the dequantization run as one composite operation (Note
+// [composite operations]) queued where the plain allgather would be, so a
+// prefetch still overlaps with compute and gather() waits for it as
+// before; at world size 1 the dequantization runs at once too (the values a
+// larger world would compute from the same shard).
 //
 // There is no error feedback: what is quantized is the weights themselves,
 // afresh at every gather, and the fp32 master shard (and the parameters at
@@ -347,10 +349,14 @@ Work ShardedEngine::Impl::gather_compressed(size_t b) {
   Bucket& bk = *buckets_[b];
   const collectives::QuantizedLayout& l = bk.param_quant;
   bk.param_wire = HostBuffer(l.wire_bytes());  // zeroed: the unused scales and padding
+  // Quantized here, on the calling thread, as the plain gather copies the
+  // shard here: the shard as it is now, whatever the optimizer (which
+  // writes float32 shards in place) does while the exchange is in flight.
+  kernels::quantize_int8_blocks(bk.params.get(), l.type, l.shard(l.rank), l.block, nullptr,
+                                l.scales(bk.param_wire.get(), l.rank),
+                                l.values(bk.param_wire.get(), l.rank));
   auto run = [&bk, &l](CompositeSteps* steps) {
     std::byte* wire = bk.param_wire.get();
-    kernels::quantize_int8_blocks(bk.params.get(), l.type, l.shard(l.rank), l.block, nullptr,
-                                  l.scales(wire, l.rank), l.values(wire, l.rank));
     // In place: this rank's segment is already where the allgather puts it.
     if (steps) steps->allgather(wire + l.rank * l.segment, wire, l.wire_bytes(), DataType::UInt8);
     for (size_t r = 0; r < l.world; ++r) {  // this rank's shard too: the same bytes everywhere
