@@ -20,8 +20,9 @@
 // (ShardedOptions::parameter_compression, Note [compressed parameter
 // allgather]): converges within a stated tolerance of the plain run, alone
 // and with compressed gradients; every rank gathers the same bits; before
-// start_step it is the plain run bit for bit; bad options, options that
-// differ and stages 1 and 2 are refused on every rank.
+// start_step it is the plain run bit for bit; a gathered Bucket is bit for
+// bit QuantizedAllgather's; bad options, options that differ and stages 1
+// and 2 are refused on every rank.
 // Launched by ctest through gwlaunch -n 1..4.
 #include <cmath>
 #include <cstdio>
@@ -578,6 +579,50 @@ TEST(ParamCompressedStart, WarmUpIsThePlainRun) {
   EXPECT_NE(at[0], at[1]) << "the gather at start_step was not compressed";
   EXPECT_NE(after[0], after[1]);
   EXPECT_TRUE(same_on_every_rank(after[1]));
+}
+
+// A gathered Bucket is bit for bit what the public QuantizedAllgather
+// computes from the same shards (the shared layout, Note [compressed
+// parameter allgather]); the shard of the parameters at rest is the master
+// shard in the parameter dtype (exact: it was widened from it).
+TEST(ParamCompressedExchange, SameBitsAsQuantizedAllgather) {
+  auto& w = world();
+  for (DataType dt : {DataType::Float32, DataType::BFloat16}) {
+    SCOPED_TRACE(std::string(gradwire::to_string(dt)));
+    const auto ps = model(dt);
+    const size_t es = gradwire::element_size(dt);
+    std::vector<Bytes> init(ps.size());
+    std::vector<const void*> initial;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      init[i].resize(ps[i].elements * es);
+      for (size_t k = 0; k < ps[i].elements; ++k) {
+        sm::store(dt, init[i].data(), k, float(uniform(0x1417ull << 32 ^ i << 16 ^ k)) * 3.0f);
+      }
+      initial.push_back(init[i].data());
+    }
+    ShardedEngine e(w, ps, nullptr, param_options(ParameterCompression::Int8), initial);
+    const auto& plan = e.plan();
+    for (size_t u = 0; u < e.units(); ++u) {
+      e.gather(u);
+      for (size_t b : plan.units[u]) {
+        const auto& pb = plan.buckets[b];
+        if (pb.padded == 0) continue;
+        Bytes shard(pb.shard * es), full(pb.padded * es);
+        const float* m = e.master(b);
+        for (size_t x = 0; x < pb.shard; ++x) sm::store(dt, shard.data(), x, m[x]);
+        gradwire::QuantizedAllgather q(w, pb.padded, dt,
+                                       gradwire::QuantizedOptions{.block_size = 64});
+        q.run(shard.data(), full.data());
+        for (size_t k = 0; k < pb.parameters.size(); ++k) {
+          const size_t i = pb.parameters[k];
+          EXPECT_EQ(std::memcmp(e.parameter(i), full.data() + pb.offsets[k] * es,
+                                ps[i].elements * es), 0)
+              << "parameter " << i << " (bucket " << b << ")";
+        }
+      }
+      e.release(u);
+    }
+  }
 }
 
 // Bad options, options that differ and stages 1, 2 fail on every rank,
