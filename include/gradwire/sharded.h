@@ -17,7 +17,7 @@
 //    and 2, allgathers the updated parameters Bucket by Bucket (forward waits
 //    per Bucket: wait_bucket / wait_parameter). In stage 3 the parameters
 //    rest as shards: gather(unit) before a unit's forward and backward,
-//    release(unit) after.
+//    release(unit) after (or their int8 form: parameter_compression).
 //
 //   gradwire::ShardedEngine engine(*comm, params, gradwire::ShardAdam::make({.lr = 1e-3}),
 //                                  {.stage = 2});
@@ -326,6 +326,31 @@ struct GRADWIRE_API GradientCompressionOptions {
   uint64_t start_step = 0;
 };
 
+// Compressed parameter allgather, stage 3 (Note [compressed parameter
+// allgather] in src/sharded/compressed.cpp): the gathers before a unit's
+// forward and backward send this rank's shard of each Bucket as blockwise
+// int8 with one float32 scale per block, and every rank, the shard's owner
+// included, reads the dequantized values, so every rank computes with the
+// same bits. Only the gathered copies are quantized: the fp32 master
+// shards and the parameters at rest (state(), checkpoints) stay exact, and
+// there is no error feedback (each gather quantizes the current weights
+// afresh). The forward and backward see weights off by at most half a
+// quantization step (block max / 254) per element. Stage 3 only: stages 1
+// and 2 have no parameter gathers to compress (an InvalidArgument).
+enum class ParameterCompression : uint8_t {
+  None = 0,  // the plain allgather
+  Int8 = 1,
+};
+
+struct GRADWIRE_API ParameterCompressionOptions {
+  ParameterCompression kind = ParameterCompression::None;
+  // Elements per float32 scale, 1 .. 65536 (QuantizedOptions::block_size).
+  size_t block_size = 256;
+  // Gathers while optimizer_steps() < start_step are the plain allgather,
+  // bit for bit as with kind None: a warm-up.
+  uint64_t start_step = 0;
+};
+
 struct GRADWIRE_API ShardedOptions {
   int stage = 2;  // 1: optimizer state, 2: + gradients, 3: + parameters
   BucketCaps caps;
@@ -352,6 +377,8 @@ struct GRADWIRE_API ShardedOptions {
   // Stages 1-3: the gradients' reduction as int8 (stage 1: a quantized
   // reduce-scatter and an exact allgather of the reduced shards).
   GradientCompressionOptions gradient_compression;
+  // Stage 3: the parameters' gathers as int8 (ParameterCompressionOptions).
+  ParameterCompressionOptions parameter_compression;
 };
 
 // Bytes the engine holds, by kind (host memory it allocated; what the
@@ -368,7 +395,8 @@ struct GRADWIRE_API ShardedMemory {
   size_t scratch = 0;          // fp32 gradient widening, one Bucket shard
   // Gradient compression: the error-feedback buffers (full Buckets, float32),
   // stage 1's int8 wire buffers and one float32 accumulator shard (stages 2
-  // and 3 keep their wire buffers in bucket_buffers).
+  // and 3 keep their wire buffers in bucket_buffers). Parameter
+  // compression: the int8 wire buffers of the Buckets gathered now.
   size_t compression = 0;
   size_t total() const {
     return parameters + gathered + master + optimizer_state + gradients + bucket_buffers + scratch +

@@ -63,6 +63,7 @@
 
 #include "base/logging.h"
 #include "base/raise.h"
+#include "kernels/cpu/quantize.h"
 #include "sharded/engine_impl.h"
 #include "sharded/plan_internal.h"
 
@@ -140,6 +141,13 @@ void ShardedEngine::Impl::check_compression(const std::vector<uint64_t>& all, si
 }
 
 void ShardedEngine::Impl::allocate_compression(size_t max_shard) {
+  const ParameterCompressionOptions& pc = options_.parameter_compression;
+  if (pc.kind != ParameterCompression::None) {  // stage 3 (check_parameter_compression)
+    for (auto& bk : buckets_) {
+      bk->param_quant = collectives::QuantizedLayout::make(
+          size_t(world_), size_t(rank_), bk->planned->padded, pc.block_size, bk->dtype);
+    }
+  }
   const GradientCompressionOptions& gc = options_.gradient_compression;
   if (gc.kind == GradientCompression::None) return;
   size_t max_wire = 0;
@@ -234,8 +242,134 @@ void ShardedEngine::Impl::load_error_feedback(const std::vector<const ShardedSta
 
 size_t ShardedEngine::Impl::compression_bytes() const {
   size_t n = quant_acc_.size() * sizeof(float);
-  for (const auto& bk : buckets_) n += bk->error.size() * sizeof(float) + bk->wire.bytes;
+  for (const auto& bk : buckets_) {
+    n += bk->error.size() * sizeof(float) + bk->wire.bytes + bk->param_wire.bytes;
+  }
   return n;
+}
+
+// ---------------------------------------------------------------- parameters
+
+// Note [compressed parameter allgather]: stage 3 gathers a unit's Buckets
+// before its forward and again before its backward (Note [units] in
+// parameters.cpp); ShardedOptions::parameter_compression sends them as
+// int8. Each rank quantizes its shard of the Bucket (its parameters at
+// rest, in the parameter dtype) into its own segment of a wire buffer laid
+// out as the quantized allgather's (Note [quantized collective layout]),
+// the segments are allgathered in place, and every rank dequantizes every
+// segment into the gathered Bucket: its own too. That last point is what
+// keeps the ranks identical: were the owner to copy its exact shard (as the
+// plain gather does), its forward and backward would read other weights
+// than the other ranks', and the ranks' models would drift apart. So the
+// gathered values are a function of the wire bytes alone, computed by the
+// same code on every rank, and QuantizedAllgather would produce the same
+// bits from the same shards. The shard is quantized when the gather starts
+// (where the plain gather copies it: the value of that moment), and the
+// exchange and the dequantization run as one composite operation (Note
+// [composite operations]) queued where the plain allgather would be, so a
+// prefetch still overlaps with compute and gather() waits for it as
+// before; at world size 1 the dequantization runs at once too (the values a
+// larger world would compute from the same shard).
+//
+// There is no error feedback: what is quantized is the weights themselves,
+// afresh at every gather, and the fp32 master shard (and the parameters at
+// rest that state() saves) stay exact, so the error does not accumulate
+// across steps; it is at most half a quantization step (the block's largest
+// magnitude / 254) per element of the weights the forward and backward
+// read, and the gradients are those of the dequantized weights. Padding
+// elements are zeros and dequantize to zeros. The wire buffer is allocated
+// with the gathered Bucket and freed with it (memory().compression while it
+// exists). Before start_step (compared with optimizer_steps() when the
+// gather starts; end_step() releases every unit, so a step's gathers all
+// see the same count) the gather is the plain one, bit for bit.
+void ShardedEngine::Impl::check_parameter_compression(const std::vector<uint64_t>& all,
+                                                      size_t stride, size_t first) const {
+  constexpr size_t kKind = 0, kBlock = 1, kStage = 3;
+  const std::string who = fmt::format("rank {}: ShardedEngine", rank_);
+  auto ranks_where = [&](auto&& bad) {
+    std::vector<int> out;
+    for (int r = 0; r < world_; ++r) {
+      if (bad(all.data() + stride * size_t(r) + first)) out.push_back(r);
+    }
+    return out;
+  };
+  auto value = [&](int r, size_t k) { return all[stride * size_t(r) + first + k]; };
+  auto name = [](uint64_t kind) {
+    switch (kind) {
+      case uint64_t(ParameterCompression::None): return std::string("none");
+      case uint64_t(ParameterCompression::Int8): return std::string("int8");
+      default: return fmt::format("ParameterCompression({})", kind);
+    }
+  };
+  if (auto bad = ranks_where([](const uint64_t* v) {
+        return v[kKind] > uint64_t(ParameterCompression::Int8);
+      });
+      !bad.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.kind {} (rank(s) "
+          "{}) is not a ParameterCompression (none, int8)", who, name(value(bad[0], kKind)),
+          fmt::join(bad, ", "));
+  }
+  if (auto bad = ranks_where([](const uint64_t* v) {
+        return v[kKind] != uint64_t(ParameterCompression::None) && v[kStage] != 3;
+      });
+      !bad.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.kind int8 at "
+          "stage {} (rank(s) {}); it compresses stage 3's parameter gathers, and stages 1 and 2 "
+          "allgather the updated parameters once per step, exactly (use stage 3, or "
+          "gradient_compression for the gradients)", who, value(bad[0], kStage),
+          fmt::join(bad, ", "));
+  }
+  if (auto bad = ranks_where([](const uint64_t* v) {
+        return v[kKind] != uint64_t(ParameterCompression::None) &&
+               (v[kBlock] == 0 || v[kBlock] > kernels::kMaxQuantBlock);
+      });
+      !bad.empty()) {
+    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.block_size {} "
+          "(rank(s) {}) is out of range; it is the number of elements per float32 scale, 1 .. {}",
+          who, value(bad[0], kBlock), fmt::join(bad, ", "), kernels::kMaxQuantBlock);
+  }
+  if (ranks_where([](const uint64_t* v) { return v[kKind] != 0; }).empty()) return;
+  static constexpr const char* kWhat[3] = {"kind", "block_size", "start_step"};
+  for (size_t k = 0; k < 3; ++k) {
+    auto bad = ranks_where([&](const uint64_t* v) { return v[k] != all[first + k]; });
+    if (bad.empty()) continue;
+    auto show = [&](uint64_t v) { return k == kKind ? name(v) : fmt::format("{}", v); };
+    raise(ErrorCode::Mismatch, "{}: rank(s) {} passed ShardedOptions::parameter_compression.{} "
+          "{}, rank 0 passed {}; every rank must build the engine with the same options", who,
+          fmt::join(bad, ", "), kWhat[k], show(value(bad[0], k)), show(all[first + k]));
+  }
+}
+
+bool ShardedEngine::Impl::compressing_parameters() const {
+  const ParameterCompressionOptions& pc = options_.parameter_compression;
+  return pc.kind != ParameterCompression::None && steps_ >= pc.start_step;
+}
+
+Work ShardedEngine::Impl::gather_compressed(size_t b) {
+  Bucket& bk = *buckets_[b];
+  const collectives::QuantizedLayout& l = bk.param_quant;
+  bk.param_wire = HostBuffer(l.wire_bytes());  // zeroed: the unused scales and padding
+  // Quantized here, on the calling thread, as the plain gather copies the
+  // shard here: the shard as it is now, whatever the optimizer (which
+  // writes float32 shards in place) does while the exchange is in flight.
+  kernels::quantize_int8_blocks(bk.params.get(), l.type, l.shard(l.rank), l.block, nullptr,
+                                l.scales(bk.param_wire.get(), l.rank),
+                                l.values(bk.param_wire.get(), l.rank));
+  auto run = [&bk, &l](CompositeSteps* steps) {
+    std::byte* wire = bk.param_wire.get();
+    // In place: this rank's segment is already where the allgather puts it.
+    if (steps) steps->allgather(wire + l.rank * l.segment, wire, l.wire_bytes(), DataType::UInt8);
+    for (size_t r = 0; r < l.world; ++r) {  // this rank's shard too: the same bytes everywhere
+      kernels::dequantize_int8_blocks(l.values(wire, r), l.scales(wire, r), l.shard(r), l.block,
+                                      l.type, bk.gathered.get() + l.offset(r) * l.element);
+    }
+  };
+  if (world_ == 1) {
+    run(nullptr);
+    return Work();
+  }
+  return comm_.compose("compressed parameter allgather", describe_bucket(b),
+                       [run](CompositeSteps& steps) { run(&steps); });
 }
 
 }  // namespace gradwire

@@ -94,11 +94,13 @@ void ShardedEngine::Impl::check_agreement() {
   opt.add(optimizer_ ? compress::fnv1a64(optimizer_->kind()) : 0);
   for (const auto& s : state_names_) opt.add(compress::fnv1a64(s));
   const GradientCompressionOptions& gc = options_.gradient_compression;
-  constexpr size_t kStride = 7;
+  const ParameterCompressionOptions& pc = options_.parameter_compression;
+  constexpr size_t kStride = 11;
   const uint64_t mine[kStride] = {parameter_list_fingerprint(params_),
                                   sharded::plan_fingerprint(plan_, options_), opt.value(),
                                   uint64_t(gc.kind), gc.block_size, gc.error_feedback ? 1u : 0u,
-                                  gc.start_step};
+                                  gc.start_step, uint64_t(pc.kind), pc.block_size, pc.start_step,
+                                  uint64_t(options_.stage)};
   std::vector<uint64_t> all(kStride * size_t(world_));
   try {
     comm_.allgather(mine, all.data(), all.size(), DataType::Int64).wait();
@@ -107,6 +109,7 @@ void ShardedEngine::Impl::check_agreement() {
                                       "lists failed: {}", rank_, e.message()));
   }
   check_compression(all, kStride, 3);
+  check_parameter_compression(all, kStride, 7);
   static constexpr const char* kWhat[3] = {
       "parameter lists (number, sizes, dtypes or order of the parameters)",
       "shard plans or options (stage, caps, alignment, order, units, reduce dtype, clipping, "

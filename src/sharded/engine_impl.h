@@ -125,6 +125,11 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
     collectives::QuantizedLayout quant;
     std::vector<float> error;
     HostBuffer wire;
+    // Parameter compression, stage 3 (Note [compressed parameter
+    // allgather]): the gather's layout over the padded Bucket and, while
+    // the unit is gathered or in flight, its wire buffer (world segments).
+    collectives::QuantizedLayout param_quant;
+    HostBuffer param_wire;
     // Per step:
     std::atomic<size_t> pending{0};
     Work reduction;
@@ -167,6 +172,14 @@ class __attribute__((visibility("hidden"))) ShardedEngine::Impl {
   void save_error_feedback(ShardedState& s) const;
   void load_error_feedback(const std::vector<const ShardedState*>& sources);
   size_t compression_bytes() const;
+  // Parameter compression (Note [compressed parameter allgather]): the
+  // options' checks (values at [first, first + 4): kind, block_size,
+  // start_step, stage), the layouts, and one Bucket's gather into
+  // bk.gathered (a Work; invalid where nothing was communicated).
+  void check_parameter_compression(const std::vector<uint64_t>& all, size_t stride,
+                                   size_t first) const;
+  bool compressing_parameters() const;
+  Work gather_compressed(size_t b);
 
   // parameters.cpp
   std::byte* own_params(size_t b);  // this rank's shard of the parameters, P dtype

@@ -142,10 +142,14 @@ void ShardedEngine::Impl::prefetch(size_t u) {
     bk.gathered = HostBuffer(pb.padded * es);
     note_gathered(ptrdiff_t(bk.gathered.bytes));
     if (pb.padded == 0) continue;
-    std::byte* mine = bk.gathered.get() + bk.shard_offset * es;
-    std::memcpy(mine, bk.params.get(), pb.shard * es);
-    if (world_ == 1) continue;
     try {
+      if (compressing_parameters()) {  // Note [compressed parameter allgather]
+        bk.exchange = gather_compressed(b);
+        continue;
+      }
+      std::byte* mine = bk.gathered.get() + bk.shard_offset * es;
+      std::memcpy(mine, bk.params.get(), pb.shard * es);
+      if (world_ == 1) continue;
       bk.exchange = comm_.allgather(mine, bk.gathered.get(), pb.padded, bk.dtype);
     } catch (const Error& e) {
       release(u);
@@ -187,6 +191,7 @@ void ShardedEngine::Impl::release(size_t u) {
     }
     note_gathered(-ptrdiff_t(bk.gathered.bytes));
     bk.gathered = HostBuffer();
+    bk.param_wire = HostBuffer();
   }
   units_[u].state = UnitState::Released;
 }

@@ -268,6 +268,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<::torch::nn::Module> mo
   so.find_unused_parameters = s.options.find_unused_parameters;
   so.max_buckets_in_flight = s.options.max_buckets_in_flight;
   so.gradient_compression = s.options.gradient_compression;
+  so.parameter_compression = s.options.parameter_compression;
   so.broadcast_parameters = false;  // done above, with the buffers
   s.engine = std::make_unique<ShardedEngine>(comm, std::move(sparams), s.options.optimizer,
                                              std::move(so), initial);

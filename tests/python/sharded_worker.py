@@ -266,7 +266,10 @@ def mode_compressed():
     """Int8 gradients through the keyword arguments: the warm-up step is the
     uncompressed run's bits, the next is not, the loss on one fixed batch
     falls like the uncompressed run's (within 5 % after 8 steps), every
-    rank holds the same bits, and a bad block size raises on every rank."""
+    rank holds the same bits, and a bad block size raises on every rank.
+    Then int8 parameter gathers at stage 3 (parameter_compression="int8"):
+    within 10 % of the plain run's loss, the same bits on every rank, and
+    refused at stage 2."""
     for stage in (1, 2, 3):
         runs = []
         for kind in (None, "int8"):
@@ -294,6 +297,35 @@ def mode_compressed():
         dist.all_gather(gathered, flat)
         assert all(torch.equal(g, gathered[0]) for g in gathered), "ranks differ"
         log(f"stage {stage}: loss after 8 steps uncompressed {lp:.6f}, int8 {lc:.6f}")
+    # Int8 parameter gathers (stage 3 only): close to the plain run, not it,
+    # the same bits on every rank; stage 2 refuses them on every rank.
+    runs = []
+    for kind in (None, "int8"):
+        model = make_model()
+        sdp = ShardedDataParallel(model, **sdp_options(3, "sgd"), parameter_compression=kind,
+                                  parameter_compression_block_size=16)
+        for s in range(8):
+            loss_of(sdp, 0, 0, torch.float32).backward()
+            assert sdp.step()
+        sdp.gather_all()
+        snap = params_of(model)
+        with torch.no_grad():
+            runs.append((snap, loss_of(sdp, 0, 0, torch.float32).item()))
+        sdp.close()
+    (plain, lp), (comp, lc) = runs
+    assert not all(torch.equal(a, b) for a, b in zip(plain, comp)), "gathers not compressed"
+    assert abs(lc - lp) <= 0.10 * lp, f"stage 3: loss int8 gathers {lc} plain {lp}"
+    flat = torch.cat([p.flatten() for p in comp])
+    gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(gathered, flat)
+    assert all(torch.equal(g, gathered[0]) for g in gathered), "ranks differ (parameter gathers)"
+    log(f"stage 3: loss after 8 steps plain {lp:.6f}, int8 parameter gathers {lc:.6f}")
+    try:
+        ShardedDataParallel(make_model(), **sdp_options(2, "sgd"), parameter_compression="int8")
+        raise AssertionError(f"rank {RANK}: no error for parameter_compression at stage 2")
+    except gradwire.Error as e:
+        assert e.code == "InvalidArgument", e
+        assert "parameter_compression.kind int8 at stage 2" in e.message, e.message
     try:
         ShardedDataParallel(make_model(), **sdp_options(2, "sgd"), gradient_compression="int8",
                             compression_block_size=0 if RANK == WORLD - 1 else 16)

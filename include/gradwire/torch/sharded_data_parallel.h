@@ -148,6 +148,9 @@ struct ShardedDataParallelOptions {
   // Int8 gradient reduce-scatter with error feedback after start_step
   // optimizer steps (ShardedOptions::gradient_compression).
   GradientCompressionOptions gradient_compression;
+  // Stage 3: the parameters' gathers as int8 after start_step optimizer
+  // steps (ShardedOptions::parameter_compression; stages 1, 2 refuse it).
+  ParameterCompressionOptions parameter_compression;
   // Note [forward waits per bucket].
   bool overlap_parameter_gather = false;
   // Stage 3: the submodules that are units, by name (Note [stage 3 units]).

@@ -112,6 +112,12 @@ class ShardedDataParallel(torch.nn.Module):
         restarted at zero), from optimizer step
         ``compression_start_step`` on (the steps before are uncompressed).
         Every rank must pass the same values (else an error on every rank).
+    parameter_compression: None or "int8", stage 3 only: the parameters'
+        gathers (before each unit's forward and backward) send int8 with one
+        float32 scale per ``parameter_compression_block_size`` elements, from
+        optimizer step ``parameter_compression_start_step`` on; every rank
+        computes with the dequantized weights, the fp32 master weights and
+        checkpoints stay exact. Stages 1 and 2 refuse it.
     """
 
     def __init__(self, module, process_group=None, *, stage=2, optimizer=None,
@@ -120,7 +126,8 @@ class ShardedDataParallel(torch.nn.Module):
                  bucket_cap_mb=25, first_bucket_cap_mb=1, alignment=32,
                  max_buckets_in_flight=4, gradient_compression=None,
                  compression_block_size=256, error_feedback=True, compression_start_step=0,
-                 reshard_after_forward=True):
+                 reshard_after_forward=True, parameter_compression=None,
+                 parameter_compression_block_size=256, parameter_compression_start_step=0):
         super().__init__()
         if optimizer is None:
             raise TypeError("ShardedDataParallel needs optimizer=gradwire.torch.sharded.Adam(...), "
@@ -134,6 +141,9 @@ class ShardedDataParallel(torch.nn.Module):
         if gradient_compression not in (None, "none", "int8"):
             raise ValueError("gradient_compression must be None, \"none\" or \"int8\", not "
                              f"{gradient_compression!r}")
+        if parameter_compression not in (None, "none", "int8"):
+            raise ValueError("parameter_compression must be None, \"none\" or \"int8\", not "
+                             f"{parameter_compression!r}")
         if reduce_dtype is not None and reduce_dtype not in _DTYPES:
             raise TypeError(f"reduce_dtype must be one of {list(_DTYPES)}, not {reduce_dtype}")
         scaling = {} if loss_scaling in (False, None) else \
@@ -164,7 +174,10 @@ class ShardedDataParallel(torch.nn.Module):
             compression_block_size=int(compression_block_size),
             error_feedback=bool(error_feedback),
             compression_start_step=int(compression_start_step),
-            reshard_after_forward=bool(reshard_after_forward))
+            reshard_after_forward=bool(reshard_after_forward),
+            parameter_compression=parameter_compression,
+            parameter_compression_block_size=int(parameter_compression_block_size),
+            parameter_compression_start_step=int(parameter_compression_start_step))
         # The use() calls a C++ forward makes (Note [mirror module]): before
         # each unit's forward, and before the root's for its own parameters.
         self._hooks = []

@@ -284,7 +284,10 @@ void register_sharded(py::module_& m) {
                        std::vector<std::string> units,
                        std::optional<std::string> gradient_compression,
                        size_t compression_block_size, bool error_feedback,
-                       uint64_t compression_start_step, bool reshard_after_forward) {
+                       uint64_t compression_start_step, bool reshard_after_forward,
+                       std::optional<std::string> parameter_compression,
+                       size_t parameter_compression_block_size,
+                       uint64_t parameter_compression_start_step) {
              auto s = std::make_shared<PySharded>();
              s->backend = backend;
              s->mirror = std::make_shared<::torch::nn::Module>("mirror");
@@ -324,6 +327,14 @@ void register_sharded(py::module_& m) {
              o.gradient_compression.block_size = compression_block_size;
              o.gradient_compression.error_feedback = error_feedback;
              o.gradient_compression.start_step = compression_start_step;
+             if (parameter_compression && *parameter_compression == "int8") {
+               o.parameter_compression.kind = gradwire::ParameterCompression::Int8;
+             } else if (parameter_compression && *parameter_compression != "none") {
+               throw py::value_error("ShardedDataParallel: parameter_compression must be None, "
+                                     "'none' or 'int8', not '" + *parameter_compression + "'");
+             }
+             o.parameter_compression.block_size = parameter_compression_block_size;
+             o.parameter_compression.start_step = parameter_compression_start_step;
              py::gil_scoped_release nogil;
              s->sdp = std::make_unique<ShardedDataParallel>(s->mirror, backend->communicator(),
                                                             std::move(o));
@@ -337,7 +348,10 @@ void register_sharded(py::module_& m) {
            py::arg("max_buckets_in_flight"), py::arg("overlap_parameter_gather"),
            py::arg("units"), py::arg("gradient_compression") = std::nullopt,
            py::arg("compression_block_size") = 256, py::arg("error_feedback") = true,
-           py::arg("compression_start_step") = 0, py::arg("reshard_after_forward") = true)
+           py::arg("compression_start_step") = 0, py::arg("reshard_after_forward") = true,
+           py::arg("parameter_compression") = std::nullopt,
+           py::arg("parameter_compression_block_size") = 256,
+           py::arg("parameter_compression_start_step") = 0)
       .def("step",
            [](PySharded& s) {
              py::gil_scoped_release nogil;
