@@ -83,6 +83,54 @@ std::string kind_name(uint64_t kind) {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// One option struct's fields as every rank sent them (check_agreement's
+// allgather): rank r's field k is all[stride * r + first + k].
+struct AgreedFields {
+  const std::vector<uint64_t>& all;
+  size_t stride, first;
+  int world;
+  uint64_t value(int r, size_t k) const { return all[stride * size_t(r) + first + k]; }
+  template <class Bad>
+  std::vector<int> ranks_where(Bad&& bad) const {
+    std::vector<int> out;
+    for (int r = 0; r < world; ++r) {
+      if (bad(all.data() + stride * size_t(r) + first)) out.push_back(r);
+    }
+    return out;
+  }
+};
+
+// Both compressions' block size: elements per float32 scale, where on.
+void check_block_size(const AgreedFields& f, const std::string& who, const char* option) {
+  auto bad = f.ranks_where([](const uint64_t* v) {
+    return v[kKindField] != 0 && (v[kBlockField] == 0 || v[kBlockField] > kernels::kMaxQuantBlock);
+  });
+  if (bad.empty()) return;
+  raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::{}.block_size {} (rank(s) {}) is out of "
+        "range; it is the number of elements per float32 scale, 1 .. {}", who, option,
+        f.value(bad[0], kBlockField), fmt::join(bad, ", "), kernels::kMaxQuantBlock);
+}
+
+// Every field alike on every rank (fields[k] names field k), once any rank
+// compresses: options that only describe compression matter only then.
+template <class KindName>
+void check_same_everywhere(const AgreedFields& f, const std::string& who, const char* option,
+                           std::initializer_list<const char*> fields, KindName&& kind_name) {
+  if (f.ranks_where([](const uint64_t* v) { return v[kKindField] != 0; }).empty()) return;
+  size_t k = 0;
+  for (const char* field : fields) {
+    const uint64_t ref = f.value(0, k);
+    auto bad = f.ranks_where([&](const uint64_t* v) { return v[k] != ref; });
+    if (!bad.empty()) {
+      auto show = [&](uint64_t v) { return k == kKindField ? kind_name(v) : fmt::format("{}", v); };
+      raise(ErrorCode::Mismatch, "{}: rank(s) {} passed ShardedOptions::{}.{} {}, rank 0 passed "
+            "{}; every rank must build the engine with the same options", who,
+            fmt::join(bad, ", "), option, field, show(f.value(bad[0], k)), show(ref));
+    }
+    ++k;
+  }
+}
+
 }  // namespace
 
 // all: every rank's `stride` values; the compression options are at
@@ -90,31 +138,16 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 void ShardedEngine::Impl::check_compression(const std::vector<uint64_t>& all, size_t stride,
                                             size_t first) const {
   const std::string who = fmt::format("rank {}: ShardedEngine", rank_);
-  auto ranks_where = [&](auto&& bad) {
-    std::vector<int> out;
-    for (int r = 0; r < world_; ++r) {
-      if (bad(all.data() + stride * size_t(r) + first)) out.push_back(r);
-    }
-    return out;
-  };
-  if (auto bad = ranks_where([](const uint64_t* v) {
+  const AgreedFields f{all, stride, first, world_};
+  if (auto bad = f.ranks_where([](const uint64_t* v) {
         return v[kKindField] > uint64_t(GradientCompression::Int8);
       });
       !bad.empty()) {
     raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::gradient_compression.kind {} (rank(s) "
           "{}) is not a GradientCompression (none, int8)", who,
-          kind_name(all[stride * size_t(bad[0]) + first + kKindField]), fmt::join(bad, ", "));
+          kind_name(f.value(bad[0], kKindField)), fmt::join(bad, ", "));
   }
-  if (auto bad = ranks_where([](const uint64_t* v) {
-        return v[kKindField] != uint64_t(GradientCompression::None) &&
-               (v[kBlockField] == 0 || v[kBlockField] > kernels::kMaxQuantBlock);
-      });
-      !bad.empty()) {
-    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::gradient_compression.block_size {} "
-          "(rank(s) {}) is out of range; it is the number of elements per float32 scale, 1 .. {}",
-          who, all[stride * size_t(bad[0]) + first + kBlockField], fmt::join(bad, ", "),
-          kernels::kMaxQuantBlock);
-  }
+  check_block_size(f, who, "gradient_compression");
   if (options_.gradient_compression.kind != GradientCompression::None) {
     // Called before allocate(): the plan says what each Bucket reduces in.
     for (const ShardedBucket& pb : plan_.buckets) {
@@ -125,19 +158,8 @@ void ShardedEngine::Impl::check_compression(const std::vector<uint64_t>& all, si
             "or bfloat16", who, to_string(rdtype));
     }
   }
-  // Options that only describe compression matter only where it is on.
-  if (ranks_where([](const uint64_t* v) { return v[kKindField] != 0; }).empty()) return;
-  static constexpr const char* kWhat[4] = {"kind", "block_size", "error_feedback", "start_step"};
-  for (size_t k = 0; k < 4; ++k) {
-    const uint64_t ref = all[first + k];
-    auto bad = ranks_where([&](const uint64_t* v) { return v[k] != ref; });
-    if (bad.empty()) continue;
-    auto show = [&](uint64_t v) { return k == kKindField ? kind_name(v) : fmt::format("{}", v); };
-    raise(ErrorCode::Mismatch, "{}: rank(s) {} passed ShardedOptions::gradient_compression.{} {}, "
-          "rank 0 passed {}; every rank must build the engine with the same options", who,
-          fmt::join(bad, ", "), kWhat[k], show(all[stride * size_t(bad[0]) + first + k]),
-          show(ref));
-  }
+  check_same_everywhere(f, who, "gradient_compression",
+                        {"kind", "block_size", "error_feedback", "start_step"}, kind_name);
 }
 
 void ShardedEngine::Impl::allocate_compression(size_t max_shard) {
@@ -284,16 +306,9 @@ size_t ShardedEngine::Impl::compression_bytes() const {
 // see the same count) the gather is the plain one, bit for bit.
 void ShardedEngine::Impl::check_parameter_compression(const std::vector<uint64_t>& all,
                                                       size_t stride, size_t first) const {
-  constexpr size_t kKind = 0, kBlock = 1, kStage = 3;
+  constexpr size_t kStage = 3;
   const std::string who = fmt::format("rank {}: ShardedEngine", rank_);
-  auto ranks_where = [&](auto&& bad) {
-    std::vector<int> out;
-    for (int r = 0; r < world_; ++r) {
-      if (bad(all.data() + stride * size_t(r) + first)) out.push_back(r);
-    }
-    return out;
-  };
-  auto value = [&](int r, size_t k) { return all[stride * size_t(r) + first + k]; };
+  const AgreedFields f{all, stride, first, world_};
   auto name = [](uint64_t kind) {
     switch (kind) {
       case uint64_t(ParameterCompression::None): return std::string("none");
@@ -301,43 +316,27 @@ void ShardedEngine::Impl::check_parameter_compression(const std::vector<uint64_t
       default: return fmt::format("ParameterCompression({})", kind);
     }
   };
-  if (auto bad = ranks_where([](const uint64_t* v) {
-        return v[kKind] > uint64_t(ParameterCompression::Int8);
+  if (auto bad = f.ranks_where([](const uint64_t* v) {
+        return v[kKindField] > uint64_t(ParameterCompression::Int8);
       });
       !bad.empty()) {
     raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.kind {} (rank(s) "
-          "{}) is not a ParameterCompression (none, int8)", who, name(value(bad[0], kKind)),
+          "{}) is not a ParameterCompression (none, int8)", who, name(f.value(bad[0], kKindField)),
           fmt::join(bad, ", "));
   }
-  if (auto bad = ranks_where([](const uint64_t* v) {
-        return v[kKind] != uint64_t(ParameterCompression::None) && v[kStage] != 3;
+  if (auto bad = f.ranks_where([](const uint64_t* v) {
+        return v[kKindField] != uint64_t(ParameterCompression::None) && v[kStage] != 3;
       });
       !bad.empty()) {
     raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.kind int8 at "
           "stage {} (rank(s) {}); it compresses stage 3's parameter gathers, and stages 1 and 2 "
           "allgather the updated parameters once per step, exactly (use stage 3, or "
-          "gradient_compression for the gradients)", who, value(bad[0], kStage),
+          "gradient_compression for the gradients)", who, f.value(bad[0], kStage),
           fmt::join(bad, ", "));
   }
-  if (auto bad = ranks_where([](const uint64_t* v) {
-        return v[kKind] != uint64_t(ParameterCompression::None) &&
-               (v[kBlock] == 0 || v[kBlock] > kernels::kMaxQuantBlock);
-      });
-      !bad.empty()) {
-    raise(ErrorCode::InvalidArgument, "{}: ShardedOptions::parameter_compression.block_size {} "
-          "(rank(s) {}) is out of range; it is the number of elements per float32 scale, 1 .. {}",
-          who, value(bad[0], kBlock), fmt::join(bad, ", "), kernels::kMaxQuantBlock);
-  }
-  if (ranks_where([](const uint64_t* v) { return v[kKind] != 0; }).empty()) return;
-  static constexpr const char* kWhat[3] = {"kind", "block_size", "start_step"};
-  for (size_t k = 0; k < 3; ++k) {
-    auto bad = ranks_where([&](const uint64_t* v) { return v[k] != all[first + k]; });
-    if (bad.empty()) continue;
-    auto show = [&](uint64_t v) { return k == kKind ? name(v) : fmt::format("{}", v); };
-    raise(ErrorCode::Mismatch, "{}: rank(s) {} passed ShardedOptions::parameter_compression.{} "
-          "{}, rank 0 passed {}; every rank must build the engine with the same options", who,
-          fmt::join(bad, ", "), kWhat[k], show(value(bad[0], k)), show(all[first + k]));
-  }
+  check_block_size(f, who, "parameter_compression");
+  check_same_everywhere(f, who, "parameter_compression", {"kind", "block_size", "start_step"},
+                        name);
 }
 
 bool ShardedEngine::Impl::compressing_parameters() const {
